@@ -1,0 +1,84 @@
+// Package testutil holds helpers shared by the tests of several packages:
+// seeded randomness that reports its seed, and generators of keys and values
+// shaped like a chain's state.
+package testutil
+
+import (
+	"math/rand"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Seed returns the seed for a randomized test: MEMIAVL_SEED when set, else a
+// fresh one. The seed is logged so a failure can be replayed with
+// MEMIAVL_SEED=<seed>.
+func Seed(t testing.TB) int64 {
+	t.Helper()
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("MEMIAVL_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("bad MEMIAVL_SEED %q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay with MEMIAVL_SEED=%d)", seed, seed)
+	return seed
+}
+
+// Rand returns a seeded source, logging the seed (see Seed).
+func Rand(t testing.TB) *rand.Rand {
+	t.Helper()
+	return rand.New(rand.NewSource(Seed(t)))
+}
+
+// KeyGen makes keys of 1 to 64 bytes that share prefixes, like the prefixed
+// keys of Cosmos SDK module stores.
+type KeyGen struct {
+	r        *rand.Rand
+	prefixes [][]byte
+}
+
+// NewKeyGen returns a key generator drawing from r.
+func NewKeyGen(r *rand.Rand) *KeyGen {
+	g := &KeyGen{r: r}
+	for i := 0; i < 16; i++ {
+		p := make([]byte, 1+r.Intn(24))
+		r.Read(p)
+		if i < 4 {
+			p = p[:1]
+		}
+		g.prefixes = append(g.prefixes, p)
+	}
+	return g
+}
+
+// Key returns a new random key of 1 to 64 bytes.
+func (g *KeyGen) Key() []byte {
+	p := g.prefixes[g.r.Intn(len(g.prefixes))]
+	n := 1 + g.r.Intn(64)
+	k := make([]byte, n)
+	copy(k, p)
+	if n > len(p) {
+		g.r.Read(k[len(p):])
+	}
+	// Some keys get a small alphabet so that keys often share long prefixes.
+	if g.r.Intn(4) == 0 {
+		for i := len(p); i < n; i++ {
+			k[i] = 'a' + k[i]%3
+		}
+	}
+	return k
+}
+
+// Value returns a random value of 0 to maxLen bytes; one in ten is empty.
+func (g *KeyGen) Value(maxLen int) []byte {
+	if g.r.Intn(10) == 0 {
+		return []byte{}
+	}
+	v := make([]byte, g.r.Intn(maxLen+1))
+	g.r.Read(v)
+	return v
+}

@@ -1,0 +1,231 @@
+package memiavl_test
+
+import (
+	"encoding/binary"
+	"flag"
+	"math/rand"
+	"sync"
+	"testing"
+
+	"github.com/cosmos/iavl"
+	"github.com/tidwall/btree"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+)
+
+var benchKeys = flag.Int("memiavl.benchkeys", 1_000_000, "keys in the trees of the tree benchmarks")
+
+// benchData is a deterministic key set shared by every contender: keys of 32
+// to 56 bytes with a store-like prefix, values of 100 to 300 bytes.
+type benchData struct {
+	keys   [][]byte
+	values [][]byte
+	absent [][]byte
+}
+
+var (
+	benchOnce sync.Once
+	bench     benchData
+)
+
+func benchKey(r *rand.Rand) []byte {
+	k := make([]byte, 32+r.Intn(25))
+	k[0] = byte(r.Intn(4))
+	r.Read(k[1:])
+	return k
+}
+
+func getBenchData() *benchData {
+	benchOnce.Do(func() {
+		r := rand.New(rand.NewSource(42))
+		n := *benchKeys
+		bench.keys = make([][]byte, n)
+		bench.values = make([][]byte, n)
+		for i := range bench.keys {
+			bench.keys[i] = benchKey(r)
+			bench.values[i] = make([]byte, 100+r.Intn(200))
+			r.Read(bench.values[i])
+		}
+		for i := 0; i < 10000; i++ {
+			bench.absent = append(bench.absent, benchKey(r))
+		}
+	})
+	return &bench
+}
+
+var (
+	oursOnce sync.Once
+	oursTree *memiavl.Tree
+	iavlOnce sync.Once
+	iavlTree *iavl.MutableTree
+	mapOnce  sync.Once
+	btreeMap *btree.Map[string, []byte]
+)
+
+func loadOurs(b *testing.B) *memiavl.Tree {
+	oursOnce.Do(func() {
+		d := getBenchData()
+		oursTree, _ = memiavl.New(memiavl.Options{})
+		for i := range d.keys {
+			if _, err := oursTree.Set(d.keys[i], d.values[i]); err != nil {
+				b.Fatal(err)
+			}
+			if i%10000 == 9999 {
+				if _, _, err := oursTree.SaveVersion(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if _, _, err := oursTree.SaveVersion(); err != nil {
+			b.Fatal(err)
+		}
+	})
+	return oursTree
+}
+
+func loadIAVL(b *testing.B) *iavl.MutableTree {
+	iavlOnce.Do(func() {
+		d := getBenchData()
+		iavlTree = newIAVL(b, 0)
+		for i := range d.keys {
+			if _, err := iavlTree.Set(d.keys[i], d.values[i]); err != nil {
+				b.Fatal(err)
+			}
+			if i%10000 == 9999 {
+				if _, _, err := iavlTree.SaveVersion(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if _, _, err := iavlTree.SaveVersion(); err != nil {
+			b.Fatal(err)
+		}
+	})
+	return iavlTree
+}
+
+func loadMap() *btree.Map[string, []byte] {
+	mapOnce.Do(func() {
+		d := getBenchData()
+		btreeMap = new(btree.Map[string, []byte])
+		for i := range d.keys {
+			btreeMap.Set(string(d.keys[i]), d.values[i])
+		}
+	})
+	return btreeMap
+}
+
+// BenchmarkTreeGet reads random present keys.
+func BenchmarkTreeGet(b *testing.B) {
+	d := getBenchData()
+	order := rand.New(rand.NewSource(1)).Perm(len(d.keys))
+	b.Run("impl=memiavl", func(b *testing.B) {
+		tr := loadOurs(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if v, _ := tr.GetZeroCopy(d.keys[order[i%len(order)]]); v == nil {
+				b.Fatal("missing key")
+			}
+		}
+	})
+	b.Run("impl=iavl", func(b *testing.B) {
+		tr := loadIAVL(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if v, _ := tr.Get(d.keys[order[i%len(order)]]); v == nil {
+				b.Fatal("missing key")
+			}
+		}
+	})
+	b.Run("impl=btree", func(b *testing.B) {
+		m := loadMap()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, ok := m.Get(string(d.keys[order[i%len(order)]])); !ok {
+				b.Fatal("missing key")
+			}
+		}
+	})
+}
+
+const benchBatch = 1000
+
+// batchOps returns the keys and values of the i-th write batch: three in four
+// update present keys, one in four insert new ones.
+func batchOps(i int, d *benchData) ([][]byte, [][]byte) {
+	r := rand.New(rand.NewSource(int64(i)))
+	keys := make([][]byte, benchBatch)
+	vals := make([][]byte, benchBatch)
+	for j := range keys {
+		if j%4 == 0 {
+			k := benchKey(r)
+			binary.BigEndian.PutUint32(k[len(k)-4:], uint32(i))
+			keys[j] = k
+		} else {
+			keys[j] = d.keys[r.Intn(len(d.keys))]
+		}
+		vals[j] = d.values[r.Intn(len(d.values))]
+	}
+	return keys, vals
+}
+
+// BenchmarkTreeSetCommit applies batches of 1,000 sets and saves a version
+// after each batch; one op is one batch.
+func BenchmarkTreeSetCommit(b *testing.B) {
+	d := getBenchData()
+	batches := make([][2][][]byte, 64)
+	for i := range batches {
+		k, v := batchOps(i, d)
+		batches[i] = [2][][]byte{k, v}
+	}
+	b.Run("impl=memiavl", func(b *testing.B) {
+		tr := loadOurs(b).Copy()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			bt := batches[i%len(batches)]
+			for j := range bt[0] {
+				if _, err := tr.Set(bt[0][j], bt[1][j]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, _, err := tr.SaveVersion(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchBatch), "ns/set")
+	})
+	b.Run("impl=iavl", func(b *testing.B) {
+		tr := loadIAVL(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			bt := batches[i%len(batches)]
+			for j := range bt[0] {
+				if _, err := tr.Set(bt[0][j], bt[1][j]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, _, err := tr.SaveVersion(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchBatch), "ns/set")
+	})
+	b.Run("impl=btree", func(b *testing.B) {
+		m := loadMap().Copy()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			bt := batches[i%len(batches)]
+			for j := range bt[0] {
+				m.Set(string(bt[0][j]), bt[1][j])
+			}
+			m = m.Copy() // the equivalent of keeping the committed version readable
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchBatch), "ns/set")
+	})
+}

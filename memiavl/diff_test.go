@@ -1,0 +1,423 @@
+package memiavl_test
+
+import (
+	"bytes"
+	"flag"
+	"math/rand"
+	"sort"
+	"testing"
+
+	"cosmossdk.io/log"
+	"github.com/cosmos/iavl"
+	iavldb "github.com/cosmos/iavl/db"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+)
+
+var fullRun = flag.Bool("memiavl.full", false, "run the randomized tests at full size even with -short")
+
+// scale returns full unless the run is -short without -memiavl.full.
+func scale(full, short int) int {
+	if testing.Short() && !*fullRun {
+		return short
+	}
+	return full
+}
+
+func newIAVL(t testing.TB, initial int64) *iavl.MutableTree {
+	var opts []iavl.Option
+	if initial > 0 {
+		opts = append(opts, iavl.InitialVersionOption(uint64(initial)))
+	}
+	return iavl.NewMutableTree(iavldb.NewMemDB(), 0, true, log.NewNopLogger(), opts...)
+}
+
+// workload drives both trees with the same random operations.
+type workload struct {
+	t    *testing.T
+	r    *rand.Rand
+	gen  *testutil.KeyGen
+	ours *memiavl.Tree
+	ref  *iavl.MutableTree
+	keys [][]byte // keys present in both trees (may hold duplicates after re-insert; checked on use)
+	ops  int
+}
+
+func newWorkload(t *testing.T, initial int64) *workload {
+	r := testutil.Rand(t)
+	ours, err := memiavl.New(memiavl.Options{InitialVersion: initial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &workload{t: t, r: r, gen: testutil.NewKeyGen(r), ours: ours, ref: newIAVL(t, initial)}
+}
+
+func (w *workload) set(k, v []byte) {
+	u1, err := w.ours.Set(k, v)
+	if err != nil {
+		w.t.Fatalf("op %d: Set: %v", w.ops, err)
+	}
+	u2, err := w.ref.Set(k, v)
+	if err != nil {
+		w.t.Fatalf("op %d: iavl Set: %v", w.ops, err)
+	}
+	if u1 != u2 {
+		w.t.Fatalf("op %d: Set(%X) updated=%v, iavl says %v", w.ops, k, u1, u2)
+	}
+	if !u1 {
+		w.keys = append(w.keys, k)
+	}
+}
+
+func (w *workload) remove(k []byte) {
+	r1, err := w.ours.Remove(k)
+	if err != nil {
+		w.t.Fatalf("op %d: Remove: %v", w.ops, err)
+	}
+	_, r2, err := w.ref.Remove(k)
+	if err != nil {
+		w.t.Fatalf("op %d: iavl Remove: %v", w.ops, err)
+	}
+	if r1 != r2 {
+		w.t.Fatalf("op %d: Remove(%X) removed=%v, iavl says %v", w.ops, k, r1, r2)
+	}
+}
+
+func (w *workload) pickKey() ([]byte, int) {
+	i := w.r.Intn(len(w.keys))
+	return w.keys[i], i
+}
+
+// step performs one random operation.
+func (w *workload) step() {
+	w.ops++
+	p := w.r.Intn(100)
+	switch {
+	case len(w.keys) == 0 || p < 45: // insert (usually a new key)
+		w.set(w.gen.Key(), w.gen.Value(64))
+	case p < 65: // update a present key
+		k, _ := w.pickKey()
+		w.set(k, w.gen.Value(64))
+	case p < 70: // set the same value again
+		k, _ := w.pickKey()
+		v, _ := w.ref.Get(k)
+		if v == nil {
+			v = []byte{}
+		}
+		w.set(k, bytes.Clone(v))
+	case p < 92: // remove a present key
+		k, i := w.pickKey()
+		w.remove(k)
+		w.keys[i] = w.keys[len(w.keys)-1]
+		w.keys = w.keys[:len(w.keys)-1]
+	default: // remove an absent key
+		w.remove(w.gen.Key())
+	}
+}
+
+func (w *workload) save() {
+	h1, v1, err := w.ours.SaveVersion()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	h2, v2, err := w.ref.SaveVersion()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if v1 != v2 || !bytes.Equal(h1, h2) {
+		w.t.Fatalf("after op %d: version %d hash %X, iavl version %d hash %X", w.ops, v1, h1, v2, h2)
+	}
+}
+
+func (w *workload) compareGets(n int) {
+	for i := 0; i < n; i++ {
+		var k []byte
+		if len(w.keys) > 0 && i%2 == 0 {
+			k, _ = w.pickKey()
+		} else {
+			k = w.gen.Key()
+		}
+		a, err := w.ours.Get(k)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		b, err := w.ref.Get(k)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) || (a == nil) != (b == nil) {
+			w.t.Fatalf("Get(%X) = %X, iavl %X", k, a, b)
+		}
+	}
+}
+
+func runDifferential(t *testing.T, initial int64) {
+	versions := scale(1200, 150)
+	opsPerVersion := 180
+	w := newWorkload(t, initial)
+	for v := 0; v < versions; v++ {
+		n := w.r.Intn(2 * opsPerVersion)
+		if v%97 == 13 {
+			n = 0 // an empty version
+		}
+		for i := 0; i < n; i++ {
+			w.step()
+		}
+		if v%50 == 0 {
+			if h1, h2 := w.ours.RootHash(), w.ref.WorkingHash(); !bytes.Equal(h1, h2) {
+				t.Fatalf("working hash %X, iavl %X", h1, h2)
+			}
+		}
+		w.save()
+		if v%25 == 0 {
+			w.compareGets(50)
+			if err := w.ours.Check(); err != nil {
+				t.Fatalf("version %d: %v", w.ours.Version(), err)
+			}
+		}
+		// Occasionally drain most of the tree to exercise removals down to
+		// tiny trees, then keep growing.
+		if v%400 == 199 {
+			for len(w.keys) > 3 {
+				k, i := w.pickKey()
+				w.remove(k)
+				w.keys[i] = w.keys[len(w.keys)-1]
+				w.keys = w.keys[:len(w.keys)-1]
+			}
+			w.save()
+		}
+	}
+	if got, want := w.ours.Size(), w.ref.Size(); got != want {
+		t.Fatalf("size %d, iavl %d", got, want)
+	}
+	if err := w.ours.Check(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d operations over %d versions, final size %d", w.ops, w.ours.Version(), w.ours.Size())
+	if !testing.Short() && w.ops < 200000 {
+		t.Fatalf("only %d operations", w.ops)
+	}
+}
+
+func TestDifferentialAgainstIAVL(t *testing.T) { runDifferential(t, 0) }
+
+func TestDifferentialInitialVersion(t *testing.T) { runDifferential(t, 100) }
+
+func collect(t *testing.T, it interface {
+	Valid() bool
+	Next()
+	Key() []byte
+	Value() []byte
+	Close() error
+}) [][2][]byte {
+	t.Helper()
+	var out [][2][]byte
+	for ; it.Valid(); it.Next() {
+		out = append(out, [2][]byte{it.Key(), it.Value()})
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestIteratorRangesAgainstIAVL(t *testing.T) {
+	w := newWorkload(t, 0)
+	for v := 0; v < 20; v++ {
+		for i := 0; i < 150; i++ {
+			w.step()
+		}
+		w.save()
+	}
+	// also leave unsaved changes: iterators see the working tree
+	for i := 0; i < 100; i++ {
+		w.step()
+	}
+	for i := 0; i < scale(2000, 400); i++ {
+		var start, end []byte
+		switch w.r.Intn(5) {
+		case 0:
+		case 1:
+			start = w.gen.Key()
+		case 2:
+			end = w.gen.Key()
+		default:
+			start, end = w.gen.Key(), w.gen.Key()
+			if len(w.keys) > 0 && w.r.Intn(2) == 0 {
+				start, _ = w.pickKey()
+			}
+			if bytes.Compare(start, end) > 0 && w.r.Intn(4) != 0 {
+				start, end = end, start
+			}
+		}
+		asc := w.r.Intn(2) == 0
+		it1 := w.ours.Iterator(start, end, asc)
+		it2, err := w.ref.Iterator(start, end, asc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := collect(t, it1), collect(t, it2)
+		if len(a) != len(b) {
+			t.Fatalf("range [%X,%X) asc=%v: %d items, iavl %d", start, end, asc, len(a), len(b))
+		}
+		for j := range a {
+			if !bytes.Equal(a[j][0], b[j][0]) || !bytes.Equal(a[j][1], b[j][1]) {
+				t.Fatalf("range [%X,%X) asc=%v item %d: %X=%X, iavl %X=%X", start, end, asc, j, a[j][0], a[j][1], b[j][0], b[j][1])
+			}
+		}
+	}
+}
+
+func TestCopyKeepsVersion(t *testing.T) {
+	w := newWorkload(t, 0)
+	for v := 0; v < 30; v++ {
+		for i := 0; i < 100; i++ {
+			w.step()
+		}
+		w.save()
+	}
+	snap := w.ours.Copy()
+	wantHash := snap.RootHash()
+	wantVersion := snap.Version()
+	want := collect(t, snap.Iterator(nil, nil, true))
+	wantRef := collect(t, mustIter(t, w.ref, nil, nil, true))
+	if len(want) != len(wantRef) {
+		t.Fatalf("copy has %d items, iavl %d", len(want), len(wantRef))
+	}
+	// 1,000 more versions of changes to the original, with unsaved changes in
+	// between reads of the copy.
+	for v := 0; v < scale(1000, 200); v++ {
+		for i := 0; i < 20; i++ {
+			w.step()
+		}
+		if v%100 == 0 {
+			if !bytes.Equal(snap.RootHash(), wantHash) {
+				t.Fatalf("copy's hash changed at original version %d", w.ours.Version())
+			}
+		}
+		w.save()
+	}
+	if got := snap.Version(); got != wantVersion {
+		t.Fatalf("copy version %d, want %d", got, wantVersion)
+	}
+	if got := snap.RootHash(); !bytes.Equal(got, wantHash) {
+		t.Fatalf("copy hash %X, want %X", got, wantHash)
+	}
+	got := collect(t, snap.Iterator(nil, nil, true))
+	if len(got) != len(want) {
+		t.Fatalf("copy iterates %d items, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i][0], want[i][0]) || !bytes.Equal(got[i][1], want[i][1]) {
+			t.Fatalf("copy item %d changed", i)
+		}
+	}
+	if err := snap.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ours.Check(); err != nil {
+		t.Fatal(err)
+	}
+	// the copy can itself be mutated without touching the original
+	origHash := w.ours.RootHash()
+	for i := 0; i < 200; i++ {
+		if _, err := snap.Set(w.gen.Key(), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := snap.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(w.ours.RootHash(), origHash) {
+		t.Fatal("mutating a copy changed the original")
+	}
+	if err := snap.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustIter(t *testing.T, tr *iavl.MutableTree, start, end []byte, asc bool) interface {
+	Valid() bool
+	Next()
+	Key() []byte
+	Value() []byte
+	Close() error
+} {
+	it, err := tr.Iterator(start, end, asc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return it
+}
+
+func TestBadInput(t *testing.T) {
+	tr, err := memiavl.New(memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Set(nil, []byte("v")); err != memiavl.ErrNilKey {
+		t.Fatalf("Set(nil key) = %v", err)
+	}
+	if _, err := tr.Set([]byte("k"), nil); err == nil {
+		t.Fatal("Set(nil value) succeeded")
+	}
+	if _, err := tr.Remove(nil); err != memiavl.ErrNilKey {
+		t.Fatalf("Remove(nil) = %v", err)
+	}
+	if !tr.IsEmpty() {
+		t.Fatal("bad input changed the tree")
+	}
+	if _, err := memiavl.New(memiavl.Options{InitialVersion: -1}); err == nil {
+		t.Fatal("negative initial version accepted")
+	}
+	// empty key and empty value are valid, as in iavl
+	ref := newIAVL(t, 0)
+	for _, kv := range [][2][]byte{{{}, {}}, {{0}, {}}, {{}, {1}}} {
+		if _, err := tr.Set(kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ref.Set(kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h1, _, _ := tr.SaveVersion()
+	h2, _, _ := ref.SaveVersion()
+	if !bytes.Equal(h1, h2) {
+		t.Fatalf("hash %X, iavl %X", h1, h2)
+	}
+	if v, _ := tr.Get([]byte{}); !bytes.Equal(v, []byte{1}) {
+		t.Fatalf("Get(empty key) = %X", v)
+	}
+	if err := tr.SetInitialVersion(5); err == nil {
+		t.Fatal("SetInitialVersion after save succeeded")
+	}
+}
+
+func TestEmptyTree(t *testing.T) {
+	tr, _ := memiavl.New(memiavl.Options{InitialVersion: 7})
+	ref := newIAVL(t, 7)
+	for i := 0; i < 3; i++ {
+		h1, v1, err := tr.SaveVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h2, v2, _ := ref.SaveVersion()
+		if v1 != v2 || !bytes.Equal(h1, h2) {
+			t.Fatalf("empty save: %d %X, iavl %d %X", v1, h1, v2, h2)
+		}
+	}
+	if it := tr.Iterator(nil, nil, true); it.Valid() {
+		t.Fatal("empty tree iterator is valid")
+	}
+	if v, err := tr.Get([]byte("a")); v != nil || err != nil {
+		t.Fatal("Get on empty tree")
+	}
+}
+
+// sortedKeys is used by benchmarks and tests that need a deterministic key set.
+func sortedKeys(keys [][]byte) [][]byte {
+	out := append([][]byte(nil), keys...)
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i], out[j]) < 0 })
+	return out
+}

@@ -1,0 +1,17 @@
+package memiavl
+
+import "errors"
+
+// Sentinel errors returned by the tree. Callers test them with errors.Is.
+var (
+	// ErrNilKey is returned when a nil key is given to a mutation. An empty,
+	// non-nil key is a valid key.
+	ErrNilKey = errors.New("memiavl: nil key")
+	// ErrNilValue is returned by Set for a nil value. An empty, non-nil value is
+	// a valid value and distinct from a deleted key.
+	ErrNilValue = errors.New("memiavl: nil value")
+	// ErrCorrupt wraps every inconsistency found in a tree's nodes.
+	ErrCorrupt = errors.New("memiavl: corrupt tree")
+	// ErrVersion is returned for an invalid or out-of-order version.
+	ErrVersion = errors.New("memiavl: invalid version")
+)

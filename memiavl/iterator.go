@@ -1,0 +1,167 @@
+package memiavl
+
+import "bytes"
+
+// Iterator walks the keys of a tree within [start, end) in ascending or
+// descending order. It follows the dbm.Iterator contract: check Valid before
+// Key and Value, call Next to advance and Close when done.
+//
+// Keys and values of snapshot leaves are slices into the memory map: they must
+// not be modified and are valid while the tree's snapshot is open. The tree
+// must not be mutated while the iterator is in use; iterate a Copy to read
+// while writing.
+type Iterator struct {
+	t         *Tree
+	start     []byte
+	end       []byte
+	ascending bool
+	stack     []ref
+	key       []byte
+	value     []byte
+	valid     bool
+	err       error
+
+	// a run of snapshot leaves being scanned sequentially: [next, stop)
+	// ascending or (stop, next] descending.
+	scanning bool
+	next     uint64
+	stop     uint64
+}
+
+// Iterator returns an iterator over [start, end); a nil bound is open.
+func (t *Tree) Iterator(start, end []byte, ascending bool) *Iterator {
+	it := &Iterator{t: t, start: start, end: end, ascending: ascending, stack: make([]ref, 0, 32)}
+	if !t.root.isNil() {
+		it.stack = append(it.stack, t.root)
+	}
+	it.Next()
+	return it
+}
+
+// Domain returns the bounds the iterator was created with.
+func (it *Iterator) Domain() ([]byte, []byte) { return it.start, it.end }
+
+// Valid reports whether the iterator is positioned at a key.
+func (it *Iterator) Valid() bool { return it.valid }
+
+// Key returns the current key.
+func (it *Iterator) Key() []byte { return it.key }
+
+// Value returns the current value.
+func (it *Iterator) Value() []byte { return it.value }
+
+// Error returns the error that stopped the iteration, if any.
+func (it *Iterator) Error() error { return it.err }
+
+// Close releases the iterator.
+func (it *Iterator) Close() error {
+	it.valid = false
+	it.stack = nil
+	return nil
+}
+
+func (it *Iterator) inRange(key []byte) bool {
+	return (it.start == nil || bytes.Compare(key, it.start) >= 0) &&
+		(it.end == nil || bytes.Compare(key, it.end) < 0)
+}
+
+// Next advances the iterator.
+func (it *Iterator) Next() {
+	if it.err != nil {
+		it.valid = false
+		return
+	}
+	defer func() {
+		var err error
+		recoverCorrupt(&err)
+		if err != nil {
+			it.err = err
+			it.valid = false
+		}
+	}()
+	it.valid = false
+	if it.scanning && it.scanNext() {
+		return
+	}
+	t := it.t
+	for len(it.stack) > 0 {
+		r := it.stack[len(it.stack)-1]
+		it.stack = it.stack[:len(it.stack)-1]
+		if r.n == nil {
+			if it.startScan(r.p) && it.scanNext() {
+				return
+			}
+			continue
+		}
+		n := r.n
+		if n.height == 0 {
+			if it.inRange(n.key) {
+				it.key, it.value, it.valid = n.key, n.value, true
+				return
+			}
+			continue
+		}
+		// The left subtree holds keys < n.key, the right one keys >= n.key.
+		goLeft := it.start == nil || bytes.Compare(it.start, n.key) < 0
+		goRight := it.end == nil || bytes.Compare(n.key, it.end) < 0
+		if it.ascending {
+			if goRight {
+				it.stack = append(it.stack, n.right)
+			}
+			if goLeft {
+				it.stack = append(it.stack, n.left)
+			}
+		} else {
+			if goLeft {
+				it.stack = append(it.stack, n.left)
+			}
+			if goRight {
+				it.stack = append(it.stack, n.right)
+			}
+		}
+	}
+	_ = t
+}
+
+// startScan positions a sequential scan over the snapshot leaves under p that
+// fall in [start, end). It reports whether the run is non-empty.
+func (it *Iterator) startScan(p pref) bool {
+	lo, hi := it.t.pers.leafRange(p)
+	if it.start != nil {
+		lo = it.t.pers.searchLeaf(it.start, lo, hi)
+	}
+	if it.end != nil {
+		hi = it.t.pers.searchLeaf(it.end, lo, hi)
+	}
+	if lo >= hi {
+		return false
+	}
+	it.scanning = true
+	if it.ascending {
+		it.next, it.stop = lo, hi
+	} else {
+		// descending: next counts down from hi-1 to lo; store as hi and lo.
+		it.next, it.stop = hi, lo
+	}
+	return true
+}
+
+func (it *Iterator) scanNext() bool {
+	if it.ascending {
+		if it.next >= it.stop {
+			it.scanning = false
+			return false
+		}
+		it.key, it.value = it.t.pers.leafKV(it.next)
+		it.next++
+	} else {
+		if it.next <= it.stop {
+			it.scanning = false
+			return false
+		}
+		it.next--
+		it.key, it.value = it.t.pers.leafKV(it.next)
+	}
+	it.valid = true
+	return true
+}

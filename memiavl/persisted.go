@@ -1,0 +1,169 @@
+package memiavl
+
+import (
+	"fmt"
+
+	"github.com/seed-6dfbb450/memiavl/snapshot"
+)
+
+// pref refers to a node of the tree's snapshot.
+type pref = snapshot.Ref
+
+const prefNone = ^pref(0)
+
+// persisted gives the tree access to the nodes of its snapshot. Every method
+// that reads an index or offset from the map checks it; a bad one panics with
+// a corruptError, which the exported method that started the operation turns
+// into an error.
+type persisted struct {
+	s *snapshot.Snapshot
+}
+
+func (p persisted) check(err error) {
+	if err != nil {
+		panic(corruptError{fmt.Errorf("%w: %w", ErrCorrupt, err)})
+	}
+}
+
+// get looks key up among the snapshot leaves under r. Point reads do not walk
+// the branches: the leaves under a branch are contiguous and sorted, so a
+// binary search over them (mostly on the 8-byte key prefixes stored in the
+// leaf records) finds the key in a few cache lines.
+func (p persisted) get(r pref, key []byte) ([]byte, error) {
+	lo, hi := p.leafRange(r)
+	i, found, err := p.s.Search(key, lo, hi)
+	if err != nil || !found {
+		return nil, err
+	}
+	v, err := p.s.LeafValue(i)
+	if v == nil && err == nil {
+		v = emptyValue // a present key with an empty value in an empty data file
+	}
+	return v, err
+}
+
+var emptyValue = []byte{}
+
+func (p persisted) isLeaf(r pref) bool { return r.IsLeaf() }
+
+func (p persisted) height(r pref) uint8 {
+	if r.IsLeaf() {
+		return 0
+	}
+	return p.s.BranchHeight(r.Index())
+}
+
+func (p persisted) size(r pref) int64 {
+	if r.IsLeaf() {
+		return 1
+	}
+	return p.s.BranchSize(r.Index())
+}
+
+func (p persisted) version(r pref) int64 {
+	if r.IsLeaf() {
+		return p.s.LeafVersion(r.Index())
+	}
+	return p.s.BranchVersion(r.Index())
+}
+
+func (p persisted) key(r pref) []byte {
+	var k []byte
+	var err error
+	if r.IsLeaf() {
+		k, err = p.s.LeafKey(r.Index())
+	} else {
+		k, err = p.s.BranchKey(r.Index())
+	}
+	p.check(err)
+	return k
+}
+
+func (p persisted) value(r pref) []byte {
+	v, err := p.s.LeafValue(r.Index())
+	p.check(err)
+	return v
+}
+
+func (p persisted) left(r pref) pref {
+	c, err := p.s.Left(r.Index())
+	p.check(err)
+	return c
+}
+
+func (p persisted) right(r pref) pref {
+	c, err := p.s.Right(r.Index())
+	p.check(err)
+	return c
+}
+
+func (p persisted) hash(r pref) []byte {
+	if r.IsLeaf() {
+		return p.s.LeafHash(r.Index())
+	}
+	return p.s.BranchHash(r.Index())
+}
+
+// mutableBranch returns an in-memory copy of branch r at version v.
+func (p persisted) mutableBranch(r pref, v int64) *node {
+	return &node{
+		key:     p.key(r),
+		left:    ref{p: p.left(r)},
+		right:   ref{p: p.right(r)},
+		version: v,
+		size:    p.size(r),
+		height:  p.height(r),
+	}
+}
+
+// leafRange returns the indexes [lo, hi) of the leaves under r.
+func (p persisted) leafRange(r pref) (uint64, uint64) {
+	if r.IsLeaf() {
+		return r.Index(), r.Index() + 1
+	}
+	i := r.Index()
+	first := p.s.BranchFirstLeaf(i)
+	size := uint64(p.s.BranchSize(i))
+	if first+size > p.s.LeafCount() || first+size < first {
+		panic(corruptf("branch %d of %s covers leaves [%d,%d) beyond %d", i, p.s.Dir(), first, first+size, p.s.LeafCount()))
+	}
+	return first, first + size
+}
+
+// searchLeaf returns the index of the first leaf in [lo, hi) whose key is >= key.
+func (p persisted) searchLeaf(key []byte, lo, hi uint64) uint64 {
+	i, _, err := p.s.Search(key, lo, hi)
+	p.check(err)
+	return i
+}
+
+func (p persisted) leafKV(i uint64) ([]byte, []byte) {
+	k, v, err := p.s.LeafKV(i)
+	p.check(err)
+	if k == nil {
+		k = emptyValue
+	}
+	if v == nil {
+		v = emptyValue
+	}
+	return k, v
+}
+
+// corruptError carries a corruption found deep inside a tree operation up to
+// the exported method, which returns it as an error.
+type corruptError struct{ err error }
+
+func corruptf(format string, args ...any) corruptError {
+	return corruptError{fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)}
+}
+
+// recoverCorrupt turns a corruptError panic into *err; other panics go on.
+func recoverCorrupt(err *error) {
+	if r := recover(); r != nil {
+		ce, ok := r.(corruptError)
+		if !ok {
+			panic(r)
+		}
+		*err = ce.err
+	}
+}

@@ -1,0 +1,89 @@
+package memiavl
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seed-6dfbb450/memiavl/snapshot"
+)
+
+// NewFromSnapshot returns a tree at the snapshot's version whose nodes are
+// read from the snapshot. Mutations copy only the path they touch. The
+// snapshot must stay open while the tree or any of its copies is in use; the
+// caller owns it and closes it.
+func NewFromSnapshot(s *snapshot.Snapshot, opts Options) (*Tree, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	t := &Tree{pers: persisted{s: s}, root: nilRef, version: s.Version(), initial: opts.InitialVersion}
+	if r, ok := s.Root(); ok {
+		t.root = ref{p: r}
+	}
+	t.saved = t.root
+	return t, nil
+}
+
+// Snapshot returns the snapshot the tree reads from, nil if none.
+func (t *Tree) Snapshot() *snapshot.Snapshot { return t.pers.s }
+
+// WriteSnapshot writes the last saved version of the tree as a snapshot into
+// dir, streaming the nodes in post-order: memory use is bounded by the tree's
+// height, not its size. It only reads committed nodes, so it may run on a Copy
+// in another goroutine while the original tree goes on changing. Cancelling
+// ctx aborts the write and removes the partial files.
+func (t *Tree) WriteSnapshot(ctx context.Context, dir string) (err error) {
+	w, err := snapshot.NewWriter(dir, t.version)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = w.Abort()
+		}
+	}()
+	if !t.saved.isNil() {
+		sw := snapshotWriter{t: t, w: w, ctx: ctx}
+		if err := sw.run(t.saved); err != nil {
+			return err
+		}
+	}
+	return w.Finish()
+}
+
+type snapshotWriter struct {
+	t     *Tree
+	w     *snapshot.Writer
+	ctx   context.Context
+	count int
+}
+
+func (sw *snapshotWriter) run(root ref) (err error) {
+	defer recoverCorrupt(&err)
+	return sw.write(root)
+}
+
+func (sw *snapshotWriter) write(r ref) error {
+	sw.count++
+	if sw.count%4096 == 0 {
+		if err := sw.ctx.Err(); err != nil {
+			return fmt.Errorf("snapshot write cancelled: %w", err)
+		}
+	}
+	t := sw.t
+	if t.isLeaf(r) {
+		var key, value []byte
+		if r.n != nil {
+			key, value = r.n.key, r.n.value
+		} else {
+			key, value = t.pers.leafKV(r.p.Index())
+		}
+		return sw.w.AddLeaf(key, value, t.versionOf(r), t.hashOf(r))
+	}
+	if err := sw.write(t.leftOf(r)); err != nil {
+		return err
+	}
+	if err := sw.write(t.rightOf(r)); err != nil {
+		return err
+	}
+	return sw.w.AddBranch(t.heightOf(r), t.sizeOf(r), t.versionOf(r), t.hashOf(r))
+}

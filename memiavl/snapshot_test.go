@@ -1,0 +1,185 @@
+package memiavl_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
+)
+
+// reopen writes tr's saved version as a snapshot and opens it as a new tree.
+func reopen(t *testing.T, tr *memiavl.Tree, dir string) *memiavl.Tree {
+	t.Helper()
+	if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	s, err := snapshot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	nt, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nt
+}
+
+func sameContents(t *testing.T, a, b *memiavl.Tree) {
+	t.Helper()
+	if !bytes.Equal(a.RootHash(), b.RootHash()) {
+		t.Fatalf("root hash %X, want %X", b.RootHash(), a.RootHash())
+	}
+	if a.Size() != b.Size() || a.Version() != b.Version() {
+		t.Fatalf("size/version %d/%d, want %d/%d", b.Size(), b.Version(), a.Size(), a.Version())
+	}
+	for _, asc := range []bool{true, false} {
+		ia, ib := a.Iterator(nil, nil, asc), b.Iterator(nil, nil, asc)
+		n := 0
+		for ; ia.Valid(); ia.Next() {
+			if !ib.Valid() || !bytes.Equal(ia.Key(), ib.Key()) || !bytes.Equal(ia.Value(), ib.Value()) {
+				t.Fatalf("asc=%v item %d differs", asc, n)
+			}
+			v, err := b.Get(ia.Key())
+			if err != nil || !bytes.Equal(v, ia.Value()) || v == nil {
+				t.Fatalf("Get(%X) = %X, %v; want %X", ia.Key(), v, err, ia.Value())
+			}
+			ib.Next()
+			n++
+		}
+		if ib.Valid() || ib.Error() != nil || ia.Error() != nil {
+			t.Fatalf("asc=%v: iterators end differently: %v %v", asc, ib.Error(), ia.Error())
+		}
+	}
+	if err := b.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	sizes := []int{0, 1, 2, 3, 1000}
+	if !testing.Short() || *fullRun {
+		sizes = append(sizes, 1_000_000)
+	}
+	for _, n := range sizes {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			w := newWorkload(t, 0)
+			for len(w.keys) < n {
+				for i := 0; i < 1000 && len(w.keys) < n; i++ {
+					w.set(w.gen.Key(), w.gen.Value(300))
+				}
+				w.save()
+			}
+			if n < 100000 {
+				w.save()
+			}
+			dir := t.TempDir()
+			st := reopen(t, w.ours, filepath.Join(dir, "a"))
+			if n <= 1000 {
+				sameContents(t, w.ours, st)
+			} else if !bytes.Equal(st.RootHash(), w.ours.RootHash()) {
+				t.Fatal("root hash differs after reopen")
+			}
+			// go on mutating the snapshot tree: it must keep matching iavl
+			w.ours = st
+			for v := 0; v < 20; v++ {
+				for i := 0; i < 50; i++ {
+					w.step()
+				}
+				w.save()
+			}
+			if n <= 1000 {
+				if err := w.ours.Check(); err != nil {
+					t.Fatal(err)
+				}
+				w.compareGets(200)
+			}
+			// and a snapshot of a tree that mixes snapshot and memory nodes
+			st2 := reopen(t, w.ours, filepath.Join(dir, "b"))
+			if n <= 1000 {
+				sameContents(t, w.ours, st2)
+			} else if !bytes.Equal(st2.RootHash(), w.ours.RootHash()) {
+				t.Fatal("root hash differs after second reopen")
+			}
+		})
+	}
+}
+
+func TestSnapshotIteratorRanges(t *testing.T) {
+	w := newWorkload(t, 0)
+	for v := 0; v < 10; v++ {
+		for i := 0; i < 300; i++ {
+			w.step()
+		}
+		w.save()
+	}
+	w.ours = reopen(t, w.ours, filepath.Join(t.TempDir(), "s"))
+	// changes on top of the snapshot, some unsaved
+	for v := 0; v < 3; v++ {
+		for i := 0; i < 40; i++ {
+			w.step()
+		}
+		w.save()
+	}
+	for i := 0; i < 20; i++ {
+		w.step()
+	}
+	for i := 0; i < scale(2000, 300); i++ {
+		var start, end []byte
+		if w.r.Intn(4) != 0 {
+			start = w.gen.Key()
+		}
+		if w.r.Intn(4) != 0 {
+			end = w.gen.Key()
+		}
+		if len(w.keys) > 0 && w.r.Intn(3) == 0 {
+			start, _ = w.pickKey()
+		}
+		asc := w.r.Intn(2) == 0
+		a := collect(t, w.ours.Iterator(start, end, asc))
+		b := collect(t, mustIter(t, w.ref, start, end, asc))
+		if len(a) != len(b) {
+			t.Fatalf("[%X,%X) asc=%v: %d items, iavl %d", start, end, asc, len(a), len(b))
+		}
+		for j := range a {
+			if !bytes.Equal(a[j][0], b[j][0]) || !bytes.Equal(a[j][1], b[j][1]) {
+				t.Fatalf("[%X,%X) asc=%v item %d differs", start, end, asc, j)
+			}
+		}
+	}
+}
+
+func TestSnapshotZeroCopyGetAllocs(t *testing.T) {
+	r := testutil.Rand(t)
+	g := testutil.NewKeyGen(r)
+	tr, _ := memiavl.New(memiavl.Options{})
+	var keys [][]byte
+	for i := 0; i < 5000; i++ {
+		k := g.Key()
+		keys = append(keys, k)
+		tr.Set(k, g.Value(100))
+	}
+	tr.SaveVersion()
+	st := reopen(t, tr, filepath.Join(t.TempDir(), "s"))
+	absent := make([][]byte, 100)
+	for j := range absent {
+		absent[j] = g.Key()
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		st.GetZeroCopy(keys[i%len(keys)])
+		st.GetZeroCopy(absent[i%len(absent)])
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("GetZeroCopy allocates %.1f times per call", allocs)
+	}
+}

@@ -1,0 +1,443 @@
+package memiavl
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
+)
+
+// Options configure a new tree. The zero value is a valid configuration.
+type Options struct {
+	// InitialVersion is the version of the first SaveVersion. 0 and 1 both
+	// mean 1. As in cosmos/iavl >= 1.2, the nodes written by that first
+	// version carry InitialVersion in their hashes.
+	InitialVersion int64
+}
+
+func (o Options) validate() error {
+	if o.InitialVersion < 0 {
+		return fmt.Errorf("%w: negative initial version %d", ErrVersion, o.InitialVersion)
+	}
+	return nil
+}
+
+// Tree is an IAVL+ tree: an AVL tree whose leaves hold the key/value pairs
+// and whose node hashes are identical to cosmos/iavl v1's.
+//
+// A Tree is used by one goroutine at a time. Copy returns an independent tree
+// of the last saved version that shares all committed nodes (copy-on-write);
+// copies may be read from other goroutines while the original is mutated.
+//
+// Keys and values passed to Set are retained by the tree and must not be
+// modified by the caller afterwards.
+type Tree struct {
+	pers    persisted // the snapshot under this tree; zero when none
+	root    ref       // working root
+	saved   ref       // root of the last saved version
+	version int64     // last saved version; 0 before the first save
+	initial int64     // initial version, from Options
+}
+
+// New returns an empty tree.
+func New(opts Options) (*Tree, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Tree{root: nilRef, saved: nilRef, initial: opts.InitialVersion}, nil
+}
+
+// Version returns the last saved version, 0 if none was saved.
+func (t *Tree) Version() int64 { return t.version }
+
+// WorkingVersion returns the version the next SaveVersion will create.
+func (t *Tree) WorkingVersion() int64 {
+	v := t.version + 1
+	if v == 1 && t.initial > 0 {
+		v = t.initial
+	}
+	return v
+}
+
+// SetInitialVersion changes the initial version. It is only valid before the
+// first SaveVersion and while the tree has no changes.
+func (t *Tree) SetInitialVersion(v int64) error {
+	if v < 0 {
+		return fmt.Errorf("%w: negative initial version %d", ErrVersion, v)
+	}
+	if t.version != 0 || !t.root.isNil() {
+		return fmt.Errorf("%w: initial version can only be set on an empty, unsaved tree", ErrVersion)
+	}
+	t.initial = v
+	return nil
+}
+
+// Size returns the number of keys in the working tree.
+func (t *Tree) Size() int64 {
+	if t.root.isNil() {
+		return 0
+	}
+	return t.sizeOf(t.root)
+}
+
+// Height returns the height of the working tree (0 for an empty tree or a
+// single leaf).
+func (t *Tree) Height() uint8 {
+	if t.root.isNil() {
+		return 0
+	}
+	return t.heightOf(t.root)
+}
+
+// IsEmpty reports whether the working tree holds no keys.
+func (t *Tree) IsEmpty() bool { return t.root.isNil() }
+
+// Copy returns a tree of the last saved version that shares its nodes with t.
+// The copy does not see t's later changes and t does not see the copy's. It is
+// cheap: no node is copied until one side mutates it.
+func (t *Tree) Copy() *Tree {
+	return &Tree{pers: t.pers, root: t.saved, saved: t.saved, version: t.version, initial: t.initial}
+}
+
+// Set inserts or updates key with value. It reports whether the key existed.
+// An empty value is valid; a nil key or nil value is an error and leaves the
+// tree unchanged.
+func (t *Tree) Set(key, value []byte) (updated bool, err error) {
+	if key == nil {
+		return false, ErrNilKey
+	}
+	if value == nil {
+		return false, fmt.Errorf("%w: key %X", ErrNilValue, key)
+	}
+	defer recoverCorrupt(&err)
+	v := t.WorkingVersion()
+	if t.root.isNil() {
+		t.root = memRef(newLeaf(key, value, v))
+		return false, nil
+	}
+	t.root, updated = t.set(t.root, key, value, v)
+	return updated, nil
+}
+
+// Remove deletes key. It reports whether the key existed; removing an absent
+// key leaves the tree unchanged.
+func (t *Tree) Remove(key []byte) (removed bool, err error) {
+	if key == nil {
+		return false, ErrNilKey
+	}
+	if t.root.isNil() {
+		return false, nil
+	}
+	defer recoverCorrupt(&err)
+	newRoot, _, removed := t.remove(t.root, key, t.WorkingVersion())
+	if removed {
+		t.root = newRoot
+	}
+	return removed, nil
+}
+
+// Get returns the value of key, or nil if it is absent. The returned slice
+// must not be modified; it stays valid after the tree is closed. See
+// GetZeroCopy for a variant that does not copy values out of a snapshot.
+func (t *Tree) Get(key []byte) ([]byte, error) {
+	v, mapped, err := t.get(key)
+	if err != nil || !mapped {
+		return v, err
+	}
+	return bytes.Clone(v), nil
+}
+
+// GetZeroCopy returns the value of key, or nil if it is absent. A value read
+// from the snapshot is a slice into the memory map: it must not be modified
+// and is valid only while the tree's snapshot is open (for a tree served by a
+// database, while its read view is held).
+func (t *Tree) GetZeroCopy(key []byte) ([]byte, error) {
+	v, _, err := t.get(key)
+	return v, err
+}
+
+// get returns the value of key and whether it lies in the snapshot's map.
+func (t *Tree) get(key []byte) (value []byte, mapped bool, err error) {
+	if key == nil || t.root.isNil() {
+		return nil, false, nil
+	}
+	defer recoverCorrupt(&err)
+	r := t.root
+	for r.n != nil {
+		n := r.n
+		if n.height == 0 {
+			if bytes.Equal(n.key, key) {
+				return n.value, false, nil
+			}
+			return nil, false, nil
+		}
+		if bytes.Compare(key, n.key) < 0 {
+			r = n.left
+		} else {
+			r = n.right
+		}
+	}
+	value, err = t.pers.get(r.p, key)
+	return value, value != nil, err
+}
+
+// Has reports whether key is present.
+func (t *Tree) Has(key []byte) (bool, error) {
+	v, _, err := t.get(key)
+	return v != nil, err
+}
+
+// RootHash returns the hash of the working tree. Hashes are computed once per
+// changed node and cached; the empty tree hashes to sha256("").
+func (t *Tree) RootHash() []byte {
+	if t.root.isNil() {
+		return nodehash.Empty()
+	}
+	h, err := t.rootHash()
+	if err != nil {
+		// Hashes of snapshot nodes are read from the map, which is checked on
+		// open; a failure here means the snapshot changed under us.
+		panic(err)
+	}
+	return h
+}
+
+func (t *Tree) rootHash() (h []byte, err error) {
+	defer recoverCorrupt(&err)
+	return bytes.Clone(t.hashOf(t.root)), nil
+}
+
+// SaveVersion commits the working tree as a new version and returns its root
+// hash and version. Saving without changes creates a version with the same
+// root hash.
+func (t *Tree) SaveVersion() ([]byte, int64, error) {
+	if t.root.isNil() {
+		t.version = t.WorkingVersion()
+		t.saved = t.root
+		return nodehash.Empty(), t.version, nil
+	}
+	h, err := t.rootHash()
+	if err != nil {
+		return nil, 0, err
+	}
+	t.version = t.WorkingVersion()
+	t.saved = t.root
+	return h, t.version, nil
+}
+
+// set inserts key below r, mirroring cosmos/iavl's recursiveSet: a new key
+// splits a leaf into an inner node of height 1, an update replaces the leaf and
+// does not rebalance.
+func (t *Tree) set(r ref, key, value []byte, v int64) (ref, bool) {
+	if t.isLeaf(r) {
+		lk := t.keyOf(r)
+		switch bytes.Compare(key, lk) {
+		case -1:
+			return memRef(&node{key: lk, height: 1, size: 2, version: v,
+				left: memRef(newLeaf(key, value, v)), right: r}), false
+		case 1:
+			return memRef(&node{key: key, height: 1, size: 2, version: v,
+				left: r, right: memRef(newLeaf(key, value, v))}), false
+		default:
+			if r.n != nil && r.n.version == v {
+				r.n.value = value
+				r.n.hashed = false
+				return r, true
+			}
+			return memRef(newLeaf(key, value, v)), true
+		}
+	}
+	n := t.mutable(r, v)
+	var updated bool
+	if bytes.Compare(key, n.key) < 0 {
+		n.left, updated = t.set(n.left, key, value, v)
+	} else {
+		n.right, updated = t.set(n.right, key, value, v)
+	}
+	if updated {
+		return memRef(n), true
+	}
+	t.calcHeightAndSize(n)
+	return memRef(t.balance(n, v)), false
+}
+
+// remove deletes key below r, mirroring cosmos/iavl's recursiveRemove. It
+// returns the new subtree (nilRef if r was the removed leaf), the new key for
+// the nearest ancestor whose right subtree lost its leftmost leaf, and
+// whether anything was removed. Nothing is copied unless the key is found.
+func (t *Tree) remove(r ref, key []byte, v int64) (ref, []byte, bool) {
+	if t.isLeaf(r) {
+		if bytes.Equal(key, t.keyOf(r)) {
+			return nilRef, nil, true
+		}
+		return r, nil, false
+	}
+	nkey := t.keyOf(r)
+	if bytes.Compare(key, nkey) < 0 {
+		newLeft, newKey, removed := t.remove(t.leftOf(r), key, v)
+		if !removed {
+			return r, nil, false
+		}
+		if newLeft.isNil() {
+			return t.rightOf(r), nkey, true
+		}
+		n := t.mutable(r, v)
+		n.left = newLeft
+		t.calcHeightAndSize(n)
+		return memRef(t.balance(n, v)), newKey, true
+	}
+	newRight, newKey, removed := t.remove(t.rightOf(r), key, v)
+	if !removed {
+		return r, nil, false
+	}
+	if newRight.isNil() {
+		return t.leftOf(r), nil, true
+	}
+	n := t.mutable(r, v)
+	n.right = newRight
+	if newKey != nil {
+		n.key = newKey
+	}
+	t.calcHeightAndSize(n)
+	return memRef(t.balance(n, v)), nil, true
+}
+
+// mutable returns an inner node of version v for r: r itself when it is an
+// uncommitted node of this version, otherwise a copy.
+func (t *Tree) mutable(r ref, v int64) *node {
+	if r.n != nil {
+		if r.n.version == v {
+			r.n.hashed = false
+			return r.n
+		}
+		c := *r.n
+		c.version = v
+		c.hashed = false
+		return &c
+	}
+	return t.pers.mutableBranch(r.p, v)
+}
+
+func (t *Tree) calcHeightAndSize(n *node) {
+	lh, rh := t.heightOf(n.left), t.heightOf(n.right)
+	n.height = max(lh, rh) + 1
+	n.size = t.sizeOf(n.left) + t.sizeOf(n.right)
+}
+
+func (t *Tree) balanceOf(n *node) int {
+	return int(t.heightOf(n.left)) - int(t.heightOf(n.right))
+}
+
+// balance restores the AVL property at n exactly as cosmos/iavl does. n must
+// be mutable (of version v).
+func (t *Tree) balance(n *node, v int64) *node {
+	b := t.balanceOf(n)
+	if b > 1 {
+		if t.balanceRef(n.left) >= 0 {
+			return t.rotateRight(n, v)
+		}
+		n.left = memRef(t.rotateLeft(t.mutable(n.left, v), v))
+		return t.rotateRight(n, v)
+	}
+	if b < -1 {
+		if t.balanceRef(n.right) <= 0 {
+			return t.rotateLeft(n, v)
+		}
+		n.right = memRef(t.rotateRight(t.mutable(n.right, v), v))
+		return t.rotateLeft(n, v)
+	}
+	return n
+}
+
+func (t *Tree) balanceRef(r ref) int {
+	return int(t.heightOf(t.leftOf(r))) - int(t.heightOf(t.rightOf(r)))
+}
+
+func (t *Tree) rotateRight(n *node, v int64) *node {
+	nn := t.mutable(n.left, v)
+	n.left = nn.right
+	nn.right = memRef(n)
+	t.calcHeightAndSize(n)
+	t.calcHeightAndSize(nn)
+	return nn
+}
+
+func (t *Tree) rotateLeft(n *node, v int64) *node {
+	nn := t.mutable(n.right, v)
+	n.right = nn.left
+	nn.left = memRef(n)
+	t.calcHeightAndSize(n)
+	t.calcHeightAndSize(nn)
+	return nn
+}
+
+// Node accessors over both kinds of node.
+
+func (t *Tree) isLeaf(r ref) bool {
+	if r.n != nil {
+		return r.n.height == 0
+	}
+	return t.pers.isLeaf(r.p)
+}
+
+func (t *Tree) heightOf(r ref) uint8 {
+	if r.n != nil {
+		return r.n.height
+	}
+	return t.pers.height(r.p)
+}
+
+func (t *Tree) sizeOf(r ref) int64 {
+	if r.n != nil {
+		return r.n.size
+	}
+	return t.pers.size(r.p)
+}
+
+func (t *Tree) versionOf(r ref) int64 {
+	if r.n != nil {
+		return r.n.version
+	}
+	return t.pers.version(r.p)
+}
+
+func (t *Tree) keyOf(r ref) []byte {
+	if r.n != nil {
+		return r.n.key
+	}
+	return t.pers.key(r.p)
+}
+
+func (t *Tree) leftOf(r ref) ref {
+	if r.n != nil {
+		return r.n.left
+	}
+	return ref{p: t.pers.left(r.p)}
+}
+
+func (t *Tree) rightOf(r ref) ref {
+	if r.n != nil {
+		return r.n.right
+	}
+	return ref{p: t.pers.right(r.p)}
+}
+
+// hashOf returns the hash of r, computing and caching it for in-memory nodes.
+// The slice must not be modified.
+func (t *Tree) hashOf(r ref) []byte {
+	if r.n == nil {
+		return t.pers.hash(r.p)
+	}
+	n := r.n
+	if !n.hashed {
+		if n.height == 0 {
+			nodehash.Leaf(n.hash[:0], n.key, n.value, n.version)
+		} else {
+			lh := t.hashOf(n.left)
+			rh := t.hashOf(n.right)
+			nodehash.Inner(n.hash[:0], n.height, n.size, n.version, lh, rh)
+		}
+		n.hashed = true
+	}
+	return n.hash[:]
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs the test suite: the quick slice of every randomized, crash and fuzz
+# test. Set FULL=1 for the full-size runs (see README).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${FULL:-0}" = "1" ]; then
+	exec go test -count=1 -timeout 60m ./... "$@"
+fi
+exec go test -short -count=1 -timeout 20m ./... "$@"
