@@ -1,0 +1,737 @@
+package multitree
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	storetypes "cosmossdk.io/store/types"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// DB is a database of named IAVL trees, one per module store.
+//
+// Writes (Set, Delete, ApplyChangeSets, ApplyUpgrades, Commit,
+// RewriteSnapshot, Close) are serialized by the DB and meant to come from one
+// goroutine. Reads of committed state go through View and ViewAt, which take
+// no lock that Commit holds and may run on any number of goroutines.
+type DB struct {
+	dir  string
+	opts Options
+	lock *os.File
+	log  *wal.Log
+
+	// state is the last committed version, published for readers.
+	state atomic.Pointer[state]
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background rewrite and prune goroutines
+
+	// mu serializes the writer. Lock order: mu, then views.mu.
+	mu struct {
+		sync.Mutex
+		closed   bool
+		trees    map[string]*memiavl.Tree // working trees
+		gen      *generation              // snapshots under trees; the DB holds one reference
+		version  int64                    // last committed version
+		initial  int64                    // initial version
+		info     *storetypes.CommitInfo   // of version
+		pending  wal.Entry                // changes of the working version
+		touched  map[string]bool          // stores changed in the working version
+		rewrite  *rewriteJob              // running background rewrite
+		pruning  bool
+		bgErr    error // failure of a background job, reported by the next Commit
+		lastSnap int64 // version of the newest snapshot written or being written
+	}
+
+	views struct {
+		sync.Mutex
+		cache map[int64]*state
+		order []int64 // least recently used first
+	}
+}
+
+// state is a committed version as readers see it. Its trees are never
+// mutated; it holds one reference on gen.
+type state struct {
+	version int64
+	info    *storetypes.CommitInfo
+	trees   map[string]*memiavl.Tree
+	gen     *generation
+}
+
+// Open opens (or, with CreateIfMissing, creates) the database in dir.
+func Open(dir string, opts Options) (_ *DB, err error) {
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{dir: dir, opts: opts}
+	db.ctx, db.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			db.cancel()
+			if db.log != nil {
+				_ = db.log.Close()
+			}
+			db.releaseAll()
+			_ = unlockDir(db.lock)
+		}
+	}()
+
+	if _, statErr := os.Stat(filepath.Join(dir, currentFileName)); statErr != nil {
+		if !errors.Is(statErr, os.ErrNotExist) {
+			return nil, statErr
+		}
+		if !opts.CreateIfMissing {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, dir)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if db.lock, err = lockDir(dir); err != nil {
+			return nil, err
+		}
+		if err := db.create(); err != nil {
+			return nil, err
+		}
+	} else if !opts.ReadOnly {
+		if db.lock, err = lockDir(dir); err != nil {
+			return nil, err
+		}
+	}
+
+	current, err := readCurrent(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.ReadOnly {
+		if err := removeLeftovers(dir, current); err != nil {
+			return nil, err
+		}
+	}
+	base := current
+	if opts.TargetVersion > 0 && opts.TargetVersion < current {
+		// an older kept snapshot at or below the target
+		versions, err := listSnapshots(dir)
+		if err != nil {
+			return nil, err
+		}
+		base = -1
+		for _, v := range versions {
+			if v <= opts.TargetVersion {
+				base = v
+			}
+		}
+		if base < 0 {
+			return nil, fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, opts.TargetVersion)
+		}
+	}
+	gen, trees, err := openGeneration(dir, base)
+	if err != nil {
+		return nil, err
+	}
+	db.mu.gen, db.mu.trees = gen, trees
+	db.mu.version = base
+	db.mu.initial = gen.meta.InitialVersion
+	db.mu.lastSnap = current
+
+	db.log, err = wal.Open(filepath.Join(dir, walDirName), wal.Options{
+		Sync:        opts.Sync,
+		AsyncBuffer: opts.AsyncCommitBuffer,
+		SegmentSize: opts.WALSegmentSize,
+		ReadOnly:    opts.ReadOnly,
+	})
+	if err != nil {
+		return nil, err
+	}
+	last := db.log.LastVersion()
+	target := last
+	if opts.TargetVersion > 0 {
+		if opts.TargetVersion > max(last, base) {
+			return nil, fmt.Errorf("%w: target %d is newer than the latest version %d", ErrVersion, opts.TargetVersion, max(last, base))
+		}
+		target = opts.TargetVersion
+	}
+	if err := db.replay(db.mu.trees, base, target); err != nil {
+		return nil, err
+	}
+	if target > base {
+		db.mu.version = target
+	}
+	if opts.Rollback {
+		if err := db.rollback(current); err != nil {
+			return nil, err
+		}
+	}
+	db.mu.info = commitInfo(db.mu.trees, db.mu.version, false)
+	db.mu.touched = map[string]bool{}
+	db.publishLocked()
+	return db, nil
+}
+
+// create writes the empty database: a snapshot at version 0 with the initial
+// stores, and the current pointer.
+func (db *DB) create() error {
+	trees := map[string]*memiavl.Tree{}
+	for _, name := range db.opts.InitialStores {
+		t, err := memiavl.New(memiavl.Options{InitialVersion: db.opts.InitialVersion})
+		if err != nil {
+			return err
+		}
+		trees[name] = t
+	}
+	if err := writeSnapshotDir(context.Background(), db.dir, 0, db.opts.InitialVersion, trees, 1); err != nil {
+		return err
+	}
+	return writeFileAtomic(db.dir, currentFileName, encodeCurrent(0))
+}
+
+// replay applies the log entries after version from, up to to, to trees.
+func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
+	if to <= from {
+		return nil
+	}
+	if first := db.log.FirstVersion(); first == 0 || first > from+1 {
+		// An empty log or one that starts later is fine only when the
+		// first version to replay is the database's first version.
+		if !(from == 0 && first != 0) {
+			return fmt.Errorf("%w: the log holds versions %d..%d, replay needs %d..%d", ErrCorrupt, first, db.log.LastVersion(), from+1, to)
+		}
+		from = first - 1
+	}
+	return db.log.Replay(from+1, to, func(e wal.Entry) error {
+		return applyEntry(trees, e)
+	})
+}
+
+// applyEntry applies one logged version to trees and saves it.
+func applyEntry(trees map[string]*memiavl.Tree, e wal.Entry) error {
+	for _, t := range trees {
+		if t.Version() == 0 && t.IsEmpty() && e.Version > 1 {
+			// the database's first version sets the initial version
+			if err := t.SetInitialVersion(e.Version); err != nil {
+				return err
+			}
+		}
+	}
+	if err := applyUpgrades(trees, e.Upgrades, e.Version); err != nil {
+		return fmt.Errorf("replaying version %d: %w", e.Version, err)
+	}
+	for _, cs := range e.ChangeSets {
+		if err := applyChangeSet(trees, cs); err != nil {
+			return fmt.Errorf("replaying version %d: %w", e.Version, err)
+		}
+	}
+	for name, t := range trees {
+		if _, v, err := t.SaveVersion(); err != nil {
+			return err
+		} else if v != e.Version {
+			return fmt.Errorf("%w: store %q saved version %d while replaying %d", ErrCorrupt, name, v, e.Version)
+		}
+	}
+	return nil
+}
+
+// applyUpgrades adds, renames and deletes stores as the SDK's rootmulti
+// store does for StoreUpgrades: an added store is an empty tree whose first
+// version is v; a renamed store is a new tree of version v into which the old
+// store's pairs are inserted in key order, the old store being removed.
+func applyUpgrades(trees map[string]*memiavl.Tree, u wal.Upgrades, v int64) error {
+	for _, name := range u.Deleted {
+		if _, ok := trees[name]; !ok {
+			return fmt.Errorf("%w: cannot delete %q", ErrUnknownStore, name)
+		}
+		delete(trees, name)
+	}
+	for _, r := range u.Renamed {
+		old, ok := trees[r.OldName]
+		if !ok {
+			return fmt.Errorf("%w: cannot rename %q", ErrUnknownStore, r.OldName)
+		}
+		if _, ok := trees[r.NewName]; ok {
+			return fmt.Errorf("%w: cannot rename %q to %q", ErrStoreExists, r.OldName, r.NewName)
+		}
+		if err := validateStoreName(r.NewName); err != nil {
+			return err
+		}
+		nt, err := memiavl.New(memiavl.Options{InitialVersion: v})
+		if err != nil {
+			return err
+		}
+		it := old.Iterator(nil, nil, true)
+		for ; it.Valid(); it.Next() {
+			if _, err := nt.Set(bytes.Clone(it.Key()), bytes.Clone(it.Value())); err != nil {
+				return err
+			}
+		}
+		if err := it.Error(); err != nil {
+			return err
+		}
+		delete(trees, r.OldName)
+		trees[r.NewName] = nt
+	}
+	for _, name := range u.Added {
+		if _, ok := trees[name]; ok {
+			return fmt.Errorf("%w: cannot add %q", ErrStoreExists, name)
+		}
+		if err := validateStoreName(name); err != nil {
+			return err
+		}
+		t, err := memiavl.New(memiavl.Options{InitialVersion: v})
+		if err != nil {
+			return err
+		}
+		trees[name] = t
+	}
+	return nil
+}
+
+func applyChangeSet(trees map[string]*memiavl.Tree, cs wal.ChangeSet) error {
+	t, ok := trees[cs.Name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownStore, cs.Name)
+	}
+	for _, p := range cs.Pairs {
+		var err error
+		if p.Delete {
+			_, err = t.Remove(p.Key)
+		} else {
+			_, err = t.Set(p.Key, p.Value)
+		}
+		if err != nil {
+			return fmt.Errorf("store %q: %w", cs.Name, err)
+		}
+	}
+	return nil
+}
+
+// commitInfo builds the SDK commit info of trees: their working hashes, or
+// the saved ones.
+func commitInfo(trees map[string]*memiavl.Tree, version int64, working bool) *storetypes.CommitInfo {
+	names := make([]string, 0, len(trees))
+	for name := range trees {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	infos := make([]storetypes.StoreInfo, len(names))
+	for i, name := range names {
+		t := trees[name]
+		if !working {
+			t = t.Copy()
+		}
+		infos[i] = storetypes.StoreInfo{Name: name, CommitId: storetypes.CommitID{Version: version, Hash: t.RootHash()}}
+	}
+	return &storetypes.CommitInfo{Version: version, StoreInfos: infos}
+}
+
+// publishLocked makes the last committed version visible to readers.
+func (db *DB) publishLocked() {
+	trees := make(map[string]*memiavl.Tree, len(db.mu.trees))
+	for name, t := range db.mu.trees {
+		trees[name] = t.Copy()
+	}
+	db.mu.gen.acquire()
+	st := &state{version: db.mu.version, info: db.mu.info, trees: trees, gen: db.mu.gen}
+	if old := db.state.Swap(st); old != nil {
+		old.gen.release()
+	}
+}
+
+// Version returns the last committed version.
+func (db *DB) Version() int64 {
+	if st := db.state.Load(); st != nil {
+		return st.version
+	}
+	return 0
+}
+
+// LastCommitInfo returns the commit info of the last committed version.
+func (db *DB) LastCommitInfo() *storetypes.CommitInfo {
+	if st := db.state.Load(); st != nil {
+		return st.info
+	}
+	return nil
+}
+
+// Dir returns the database directory.
+func (db *DB) Dir() string { return db.dir }
+
+// SnapshotVersion returns the version of the snapshot the working trees are
+// built on.
+func (db *DB) SnapshotVersion() int64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.mu.gen.version
+}
+
+func (db *DB) writable() error {
+	if db.mu.closed {
+		return ErrClosed
+	}
+	if db.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+func (db *DB) workingVersionLocked() int64 {
+	v := db.mu.version + 1
+	if db.mu.version == 0 && db.mu.initial > 1 {
+		v = db.mu.initial
+	}
+	return v
+}
+
+// WorkingVersion returns the version the next Commit creates.
+func (db *DB) WorkingVersion() int64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.workingVersionLocked()
+}
+
+// SetInitialVersion sets the version of the first commit. It is only valid
+// before anything is committed.
+func (db *DB) SetInitialVersion(v int64) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.writable(); err != nil {
+		return err
+	}
+	if v < 0 || db.mu.version != 0 || len(db.mu.pending.ChangeSets) > 0 {
+		return fmt.Errorf("%w: initial version can only be set before the first commit", ErrVersion)
+	}
+	for _, t := range db.mu.trees {
+		if err := t.SetInitialVersion(v); err != nil {
+			return err
+		}
+	}
+	db.mu.initial = v
+	return nil
+}
+
+// ApplyUpgrades adds, renames and deletes stores in the working version, as
+// StoreUpgrades do in the SDK. It must come before any change of the version.
+func (db *DB) ApplyUpgrades(u wal.Upgrades) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.writable(); err != nil {
+		return err
+	}
+	if len(db.mu.pending.ChangeSets) > 0 {
+		return fmt.Errorf("multitree: store upgrades must be applied before the version's changes")
+	}
+	if len(u.Added)+len(u.Renamed)+len(u.Deleted) == 0 {
+		return nil
+	}
+	// apply to a copy of the map so that a failing upgrade changes nothing
+	trees := make(map[string]*memiavl.Tree, len(db.mu.trees))
+	for k, v := range db.mu.trees {
+		trees[k] = v
+	}
+	if err := applyUpgrades(trees, u, db.workingVersionLocked()); err != nil {
+		return err
+	}
+	db.mu.trees = trees
+	p := &db.mu.pending.Upgrades
+	p.Added = append(p.Added, u.Added...)
+	p.Renamed = append(p.Renamed, u.Renamed...)
+	p.Deleted = append(p.Deleted, u.Deleted...)
+	for _, name := range u.Added {
+		db.mu.touched[name] = true
+	}
+	for _, r := range u.Renamed {
+		db.mu.touched[r.NewName] = true
+	}
+	return nil
+}
+
+// ApplyChangeSets applies changes to the working trees. Keys and values are
+// retained: the caller must not modify them afterwards.
+func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.writable(); err != nil {
+		return err
+	}
+	for _, cs := range css {
+		if _, ok := db.mu.trees[cs.Name]; !ok {
+			return fmt.Errorf("%w: %q", ErrUnknownStore, cs.Name)
+		}
+		for _, p := range cs.Pairs {
+			if p.Key == nil || (!p.Delete && p.Value == nil) {
+				return fmt.Errorf("multitree: store %q: nil key or value", cs.Name)
+			}
+		}
+	}
+	for _, cs := range css {
+		if err := applyChangeSet(db.mu.trees, cs); err != nil {
+			return err
+		}
+		db.addPendingLocked(cs.Name, cs.Pairs...)
+	}
+	return nil
+}
+
+// Set sets key to value in store's working tree. The tree retains both.
+func (db *DB) Set(store string, key, value []byte) error {
+	return db.write(store, wal.KVPair{Key: key, Value: value})
+}
+
+// Delete removes key from store's working tree.
+func (db *DB) Delete(store string, key []byte) error {
+	return db.write(store, wal.KVPair{Delete: true, Key: key})
+}
+
+func (db *DB) write(store string, p wal.KVPair) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.writable(); err != nil {
+		return err
+	}
+	t, ok := db.mu.trees[store]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownStore, store)
+	}
+	var err error
+	if p.Delete {
+		_, err = t.Remove(p.Key)
+	} else {
+		_, err = t.Set(p.Key, p.Value)
+	}
+	if err != nil {
+		return fmt.Errorf("store %q: %w", store, err)
+	}
+	db.addPendingLocked(store, p)
+	return nil
+}
+
+func (db *DB) addPendingLocked(store string, pairs ...wal.KVPair) {
+	db.mu.touched[store] = true
+	css := db.mu.pending.ChangeSets
+	if n := len(css); n > 0 && css[n-1].Name == store {
+		css[n-1].Pairs = append(css[n-1].Pairs, pairs...)
+		return
+	}
+	db.mu.pending.ChangeSets = append(css, wal.ChangeSet{Name: store, Pairs: append([]wal.KVPair(nil), pairs...)})
+}
+
+// Get reads key from store's working tree (uncommitted changes included).
+// Only the writer's goroutine may call it; readers use View.
+func (db *DB) Get(store string, key []byte) ([]byte, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	t, ok := db.mu.trees[store]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownStore, store)
+	}
+	return t.Get(key)
+}
+
+// WorkingTree returns store's working tree for the writer's direct use
+// (reads, iteration); changes must go through Set, Delete or
+// ApplyChangeSets so that they are logged. nil if there is no such store.
+func (db *DB) WorkingTree(store string) *memiavl.Tree {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.mu.trees[store]
+}
+
+// StoreNames returns the names of the working version's stores, sorted.
+func (db *DB) StoreNames() []string {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	names := make([]string, 0, len(db.mu.trees))
+	for n := range db.mu.trees {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// WorkingCommitInfo returns the commit info the next Commit will produce:
+// its Hash() is the app hash of the working version.
+func (db *DB) WorkingCommitInfo() *storetypes.CommitInfo {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.hashTreesLocked()
+	return commitInfo(db.mu.trees, db.workingVersionLocked(), true)
+}
+
+// hashTreesLocked computes the working hashes of the changed trees, in
+// parallel when several changed.
+func (db *DB) hashTreesLocked() {
+	var changed []*memiavl.Tree
+	for name := range db.mu.touched {
+		if t, ok := db.mu.trees[name]; ok {
+			changed = append(changed, t)
+		}
+	}
+	if len(changed) < 2 {
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, db.opts.RewriteConcurrency))
+	for _, t := range changed {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(t *memiavl.Tree) {
+			defer wg.Done()
+			t.RootHash()
+			<-sem
+		}(t)
+	}
+	wg.Wait()
+}
+
+// Commit saves the working version of every store, logs its changes and
+// returns its commit info. A version that the log already holds (after a
+// TargetVersion open without rollback) must be re-committed with identical
+// changes, which are then not logged again.
+//
+// If a background rewrite failed, Commit still commits and returns the
+// committed info together with an error wrapping ErrRewrite.
+func (db *DB) Commit() (*storetypes.CommitInfo, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := db.writable(); err != nil {
+		return nil, err
+	}
+	v := db.workingVersionLocked()
+	entry := db.mu.pending
+	entry.Version = v
+	logged := v <= db.log.LastVersion()
+	if logged {
+		if err := db.checkLoggedLocked(entry); err != nil {
+			return nil, err
+		}
+	}
+	db.hashTreesLocked()
+	for name, t := range db.mu.trees {
+		if _, tv, err := t.SaveVersion(); err != nil {
+			return nil, err
+		} else if tv != v {
+			return nil, fmt.Errorf("%w: store %q saved version %d, expected %d", ErrCorrupt, name, tv, v)
+		}
+	}
+	if !logged {
+		if err := db.log.Append(entry); err != nil {
+			return nil, fmt.Errorf("multitree: logging version %d: %w", v, err)
+		}
+	}
+	db.mu.version = v
+	db.mu.info = commitInfo(db.mu.trees, v, false)
+	db.mu.pending = wal.Entry{}
+	db.mu.touched = map[string]bool{}
+
+	db.switchIfDoneLocked()
+	db.publishLocked()
+	db.maybeStartRewriteLocked()
+
+	info := db.mu.info
+	if err := db.mu.bgErr; err != nil {
+		db.mu.bgErr = nil
+		return info, err
+	}
+	return info, nil
+}
+
+// checkLoggedLocked accepts a re-commit of a logged version only with the
+// same content.
+func (db *DB) checkLoggedLocked(e wal.Entry) error {
+	want, err := wal.AppendEntry(nil, e)
+	if err != nil {
+		return err
+	}
+	var got []byte
+	err = db.log.Replay(e.Version, e.Version, func(le wal.Entry) error {
+		got, err = wal.AppendEntry(nil, le)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("%w: version %d", ErrConflict, e.Version)
+	}
+	return nil
+}
+
+// rollback discards the versions after the opened one: newer snapshots are
+// removed, current points at the opened snapshot, the log is cut back.
+func (db *DB) rollback(current int64) error {
+	v := db.mu.version
+	base := db.mu.gen.version
+	if base != current {
+		if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(base)); err != nil {
+			return err
+		}
+		if err := removeLeftovers(db.dir, base); err != nil {
+			return err
+		}
+		db.mu.lastSnap = base
+	}
+	if db.log.LastVersion() > v {
+		return db.log.TruncateBack(v)
+	}
+	return nil
+}
+
+// Close stops and joins the background work, flushes the log and releases
+// the snapshots and the lock. Views still held keep their snapshots mapped
+// until released.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.mu.closed {
+		db.mu.Unlock()
+		return nil
+	}
+	db.mu.closed = true
+	db.cancel()
+	db.mu.Unlock()
+	db.wg.Wait()
+
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	var errs []error
+	if job := db.mu.rewrite; job != nil {
+		if job.res != nil && job.res.gen != nil {
+			job.res.gen.release()
+		}
+		db.mu.rewrite = nil
+	}
+	if db.log != nil {
+		errs = append(errs, db.log.Close())
+	}
+	db.releaseAll()
+	errs = append(errs, unlockDir(db.lock))
+	db.lock = nil
+	return errors.Join(errs...)
+}
+
+// releaseAll drops the DB's references: working generation, published
+// state and cached views.
+func (db *DB) releaseAll() {
+	if st := db.state.Swap(nil); st != nil {
+		st.gen.release()
+	}
+	db.views.Lock()
+	for _, st := range db.views.cache {
+		st.gen.release()
+	}
+	db.views.cache, db.views.order = nil, nil
+	db.views.Unlock()
+	if db.mu.gen != nil {
+		db.mu.gen.release()
+		db.mu.gen = nil
+	}
+}

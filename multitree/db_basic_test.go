@@ -1,0 +1,103 @@
+package multitree
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+func TestOpenCommitReopen(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a", "b"}, SnapshotInterval: 5, SnapshotKeepRecent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hashes [][]byte
+	for v := 1; v <= 23; v++ {
+		for i := 0; i < 10; i++ {
+			if err := db.Set("a", []byte(fmt.Sprintf("k%d-%d", v, i)), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if v%3 == 0 {
+			if err := db.Delete("b", []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := db.Set("b", []byte("x"), []byte{byte(v)}); err != nil {
+			t.Fatal(err)
+		}
+		want := db.WorkingCommitInfo().Hash()
+		info, err := db.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(info.Hash(), want) {
+			t.Fatalf("version %d: commit hash differs from working hash", v)
+		}
+		hashes = append(hashes, info.Hash())
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second writer: %v", err)
+	}
+	ro, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ro.LastCommitInfo().Hash(), hashes[22]) {
+		t.Fatal("read-only open sees another hash")
+	}
+	ro.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Version() != 23 || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[22]) {
+		t.Fatalf("reopened at %d", db.Version())
+	}
+	kept, _ := listSnapshots(dir)
+	if len(kept) != 2 || kept[1] != 23 {
+		t.Fatalf("kept snapshots %v, want one older and 23", kept)
+	}
+	for _, v := range []int64{23, 22, kept[0] + 1, kept[0]} {
+		view, err := db.ViewAt(v)
+		if err != nil {
+			t.Fatalf("ViewAt(%d): %v", v, err)
+		}
+		if !bytes.Equal(view.CommitInfo().Hash(), hashes[v-1]) {
+			t.Fatalf("ViewAt(%d) hash differs", v)
+		}
+		view.Release()
+	}
+	if _, err := db.ViewAt(kept[0] - 1); !errors.Is(err, ErrVersion) {
+		t.Fatalf("ViewAt(%d) beyond kept snapshots: %v", kept[0]-1, err)
+	}
+	if err := db.ApplyUpgrades(wal.Upgrades{Added: []string{"c"}, Renamed: []wal.RenamedStore{{OldName: "a", NewName: "d"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	h := db.LastCommitInfo().Hash()
+	db.Close()
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if !bytes.Equal(db.LastCommitInfo().Hash(), h) {
+		t.Fatal("upgrade not replayed identically")
+	}
+	if got := db.StoreNames(); fmt.Sprint(got) != "[b c d]" {
+		t.Fatalf("stores %v", got)
+	}
+}

@@ -1,0 +1,63 @@
+// Package multitree is the database: a set of named IAVL trees (one per
+// module store of a Cosmos SDK chain) committed together, with a write-ahead
+// log, memory-mapped snapshots rewritten in the background, and read views
+// that never wait for the writer.
+//
+// # Lifecycle
+//
+// Open maps the current snapshot (see the directory layout in format.go),
+// verifies the stored root hashes against the trees, and replays the log
+// entries written after the snapshot. Each block then applies its changes
+// (Set, Delete, ApplyChangeSets, ApplyUpgrades), and Commit saves every tree,
+// appends the block's changes to the log and returns the SDK CommitInfo whose
+// Hash() is the app hash rootmulti computes over cosmos/iavl stores with the
+// same contents.
+//
+// Every SnapshotInterval versions a background goroutine writes a snapshot of
+// the just committed, immutable version (trees in parallel), makes it durable,
+// points "current" at it, maps it and replays onto the new trees the log
+// entries committed meanwhile. A later Commit switches to the new trees after
+// replaying the few entries logged since the catch-up, a pause that depends on
+// the number of versions committed during the last catch-up step, not on the
+// state's size. Old snapshots beyond SnapshotKeepRecent and the log entries
+// before the oldest kept snapshot are then removed in the background. Close
+// cancels and joins all of it.
+//
+// # Durability
+//
+// A version is durable when its log entry is: with AsyncCommitBuffer 0 and
+// wal.SyncEveryCommit, before Commit returns. With an asynchronous buffer or
+// another sync policy, a crash may lose the last versions as package wal
+// documents; reopening then lands on the last durable version, never on a
+// corrupt one. Snapshots are written under temporary names, fsynced and
+// renamed, so a crash during a rewrite leaves the previous snapshot current
+// and the leftovers are removed by the next writer Open.
+//
+// # Reads
+//
+// View returns a reference-counted view of the latest committed version; it is
+// published with an atomic pointer, so readers never take the writer's lock.
+// ViewAt rebuilds an older version from the newest kept snapshot at or below
+// it plus the log, and caches a few. A view pins the snapshots it reads:
+// files are unmapped only when the last view of them is released, even after
+// the database switched snapshots or deleted the directories.
+//
+// # Memory model
+//
+//   - Snapshot data is mapped, not read: it lives in the page cache and is
+//     not counted against the heap.
+//   - The working trees hold the nodes changed since their snapshot: per
+//     changed key, the leaf and the inner nodes on its path (about 150 bytes
+//     each, plus the key and value slices, which are the caller's and are not
+//     copied). This grows with the number of changed nodes between snapshots.
+//   - A read view, a background rewrite and every published version share
+//     those nodes with the working trees (copy-on-write): taking a view or
+//     starting a rewrite copies nothing.
+//   - The background rewrite streams each tree to disk in post-order with
+//     memory bounded by the tree height plus write buffers; its catch-up
+//     replays from the log, it does not hold the versions committed meanwhile
+//     in memory.
+//   - The log encodes an entry when it is appended and holds no reference to
+//     its keys and values afterwards; with AsyncCommitBuffer N at most N
+//     encoded entries wait in its queue.
+package multitree

@@ -1,0 +1,23 @@
+package multitree
+
+import "errors"
+
+// Sentinel errors. Errors returned by the database wrap them with context;
+// test them with errors.Is.
+var (
+	ErrNotFound       = errors.New("multitree: database not found")
+	ErrLocked         = errors.New("multitree: database is locked by another writer")
+	ErrReadOnly       = errors.New("multitree: database is read-only")
+	ErrClosed         = errors.New("multitree: database is closed")
+	ErrCorrupt        = errors.New("multitree: corrupt database")
+	ErrUnknownStore   = errors.New("multitree: unknown store")
+	ErrStoreExists    = errors.New("multitree: store already exists")
+	ErrInvalidOptions = errors.New("multitree: invalid options")
+	ErrVersion        = errors.New("multitree: version not available")
+	ErrConflict       = errors.New("multitree: version already committed with different content")
+	// ErrRewrite reports a failed background snapshot rewrite. Commit
+	// returns it wrapped after committing successfully: the version is
+	// durable, the database keeps working from its previous snapshot and
+	// retries at the next interval.
+	ErrRewrite = errors.New("multitree: background snapshot rewrite failed")
+)

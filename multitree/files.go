@@ -1,0 +1,121 @@
+package multitree
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// syncDir fsyncs a directory so that renames and removals in it are durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces dir/name with data: it writes a temporary file,
+// fsyncs it, renames it into place and fsyncs dir.
+func writeFileAtomic(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+tmpSuffix)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// lockDir takes the writer's lock on dir/LOCK.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockFileName)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+func unlockDir(f *os.File) error {
+	if f == nil {
+		return nil
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return f.Close()
+}
+
+// listSnapshots returns the versions of the complete snapshot directories in
+// dir, ascending.
+func listSnapshots(dir string) ([]int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for _, e := range ents {
+		if v, ok := parseSnapshotDirName(e.Name()); ok && e.IsDir() {
+			out = append(out, v)
+		}
+	}
+	return out, nil // ReadDir sorts by name, and names sort by version
+}
+
+func readCurrent(dir string) (int64, error) {
+	path := filepath.Join(dir, currentFileName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return decodeCurrent(path, b)
+}
+
+// removeLeftovers deletes what interrupted writes left behind: temporary
+// files and directories, and snapshot directories newer than current.
+func removeLeftovers(dir string, current int64) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	changed := false
+	for _, e := range ents {
+		name := e.Name()
+		v, isSnap := parseSnapshotDirName(name)
+		if filepath.Ext(name) == tmpSuffix || (isSnap && v > current) {
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				return err
+			}
+			changed = true
+		}
+	}
+	if changed {
+		return syncDir(dir)
+	}
+	return nil
+}

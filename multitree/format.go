@@ -1,0 +1,192 @@
+package multitree
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash/crc32"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Directory layout of a database:
+//
+//	<dir>/LOCK                      held (flock) by the writer
+//	<dir>/current                   name of the current snapshot directory (see below)
+//	<dir>/snapshot-<version>/       one per kept snapshot; <version> is 20 zero-padded digits
+//	    metadata                    the version, initial version and the stores' root hashes
+//	    <tree dir>/                 one snapshot (package snapshot) per store
+//	<dir>/wal/                      the changeset log (package wal)
+//
+// A snapshot directory is written under "<name>.tmp", each file fsynced, then
+// renamed into place and the parent directory fsynced; "current" is replaced
+// the same way. Leftover ".tmp" entries are removed by the next writer Open.
+//
+// A store's tree directory is "s-" followed by its name when the name consists
+// only of [A-Za-z0-9_.-] (and is at most 100 bytes), else "x-" and the name in
+// lower-case hex.
+//
+// The metadata file (little-endian):
+//
+//	offset  size  field
+//	0       4     magic 0x4D544D44 ("DMTM" on disk)
+//	4       4     format version (1)
+//	8       8     version of the snapshot (int64)
+//	16      8     initial version of the database (int64)
+//	24      4     store count N
+//	28      ...   N stores sorted by name, each:
+//	                2   name length L
+//	                L   name
+//	                32  root hash of the store's tree at the version
+//	end-4   4     CRC32C (Castagnoli) of every preceding byte
+//
+// The "current" file (little-endian):
+//
+//	0       4     magic 0x4D544350 ("PCTM" on disk)
+//	4       8     version of the current snapshot (int64)
+//	12      4     CRC32C of the preceding 12 bytes
+const (
+	metadataMagic   uint32 = 0x4D544D44
+	metadataFormat  uint32 = 1
+	currentMagic    uint32 = 0x4D544350
+	currentFileSize        = 16
+	hashSize               = 32
+	maxStoreName           = 1 << 15
+
+	lockFileName     = "LOCK"
+	currentFileName  = "current"
+	walDirName       = "wal"
+	metadataFileName = "metadata"
+	snapshotPrefix   = "snapshot-"
+	tmpSuffix        = ".tmp"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// storeInfo is one store's entry in a snapshot's metadata.
+type storeInfo struct {
+	Name string
+	Hash []byte
+}
+
+// metadata describes a snapshot directory.
+type metadata struct {
+	Version        int64
+	InitialVersion int64
+	Stores         []storeInfo // sorted by name
+}
+
+func (m *metadata) encode() []byte {
+	stores := append([]storeInfo(nil), m.Stores...)
+	sort.Slice(stores, func(i, j int) bool { return stores[i].Name < stores[j].Name })
+	b := make([]byte, 28, 64+len(stores)*64)
+	binary.LittleEndian.PutUint32(b[0:], metadataMagic)
+	binary.LittleEndian.PutUint32(b[4:], metadataFormat)
+	binary.LittleEndian.PutUint64(b[8:], uint64(m.Version))
+	binary.LittleEndian.PutUint64(b[16:], uint64(m.InitialVersion))
+	binary.LittleEndian.PutUint32(b[24:], uint32(len(stores)))
+	for _, s := range stores {
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(s.Name)))
+		b = append(b, s.Name...)
+		b = append(b, s.Hash...)
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func decodeMetadata(path string, b []byte) (*metadata, error) {
+	bad := func(off int, format string, args ...any) error {
+		return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, path, off, fmt.Sprintf(format, args...))
+	}
+	if len(b) < 32 {
+		return nil, bad(0, "file is %d bytes, shorter than the minimum 32", len(b))
+	}
+	if got, want := crc32.Checksum(b[:len(b)-4], castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+		return nil, bad(len(b)-4, "checksum %08x, computed %08x", want, got)
+	}
+	if m := binary.LittleEndian.Uint32(b); m != metadataMagic {
+		return nil, bad(0, "magic %08x, want %08x", m, metadataMagic)
+	}
+	if f := binary.LittleEndian.Uint32(b[4:]); f != metadataFormat {
+		return nil, bad(4, "format version %d, this build reads %d", f, metadataFormat)
+	}
+	m := &metadata{
+		Version:        int64(binary.LittleEndian.Uint64(b[8:])),
+		InitialVersion: int64(binary.LittleEndian.Uint64(b[16:])),
+	}
+	if m.Version < 0 || m.InitialVersion < 0 {
+		return nil, bad(8, "negative version")
+	}
+	n := int(binary.LittleEndian.Uint32(b[24:]))
+	off, end := 28, len(b)-4
+	for i := 0; i < n; i++ {
+		if off+2 > end {
+			return nil, bad(off, "store %d of %d truncated", i, n)
+		}
+		l := int(binary.LittleEndian.Uint16(b[off:]))
+		off += 2
+		if off+l+hashSize > end {
+			return nil, bad(off, "store %d of %d truncated", i, n)
+		}
+		s := storeInfo{Name: string(b[off : off+l]), Hash: bytes.Clone(b[off+l : off+l+hashSize])}
+		if i > 0 && s.Name <= m.Stores[i-1].Name {
+			return nil, bad(off, "store names out of order")
+		}
+		m.Stores = append(m.Stores, s)
+		off += l + hashSize
+	}
+	if off != end {
+		return nil, bad(off, "%d trailing bytes", end-off)
+	}
+	return m, nil
+}
+
+func encodeCurrent(version int64) []byte {
+	b := make([]byte, 12, currentFileSize)
+	binary.LittleEndian.PutUint32(b, currentMagic)
+	binary.LittleEndian.PutUint64(b[4:], uint64(version))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func decodeCurrent(path string, b []byte) (int64, error) {
+	if len(b) != currentFileSize || binary.LittleEndian.Uint32(b) != currentMagic ||
+		crc32.Checksum(b[:12], castagnoli) != binary.LittleEndian.Uint32(b[12:]) {
+		return 0, fmt.Errorf("%w: %s is not a valid current-snapshot pointer", ErrCorrupt, path)
+	}
+	v := int64(binary.LittleEndian.Uint64(b[4:]))
+	if v < 0 {
+		return 0, fmt.Errorf("%w: %s names negative version %d", ErrCorrupt, path, v)
+	}
+	return v, nil
+}
+
+func snapshotDirName(version int64) string {
+	return fmt.Sprintf("%s%020d", snapshotPrefix, version)
+}
+
+// parseSnapshotDirName returns the version of a snapshot directory name.
+func parseSnapshotDirName(name string) (int64, bool) {
+	if !strings.HasPrefix(name, snapshotPrefix) || len(name) != len(snapshotPrefix)+20 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(name[len(snapshotPrefix):], 10, 64)
+	return v, err == nil && v >= 0
+}
+
+var plainName = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,100}$`)
+
+func treeDirName(store string) string {
+	if plainName.MatchString(store) {
+		return "s-" + store
+	}
+	return "x-" + hex.EncodeToString([]byte(store))
+}
+
+func validateStoreName(name string) error {
+	if name == "" || len(name) >= maxStoreName {
+		return fmt.Errorf("%w: store name %q must be 1 to %d bytes", ErrInvalidOptions, name, maxStoreName-1)
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package multitree
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
+)
+
+// generation is the set of mapped snapshots of one snapshot directory. It is
+// reference counted: the trees built on it, each published state and each
+// read view hold a reference, and the files are unmapped when the last one is
+// released.
+type generation struct {
+	version int64
+	meta    *metadata
+	snaps   map[string]*snapshot.Snapshot
+	refs    atomic.Int64
+}
+
+// tryAcquire takes a reference unless the generation is already released.
+func (g *generation) tryAcquire() bool {
+	for {
+		n := g.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if g.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (g *generation) acquire() {
+	if !g.tryAcquire() {
+		panic("multitree: acquire of a released generation")
+	}
+}
+
+func (g *generation) release() {
+	switch n := g.refs.Add(-1); {
+	case n == 0:
+		for _, s := range g.snaps {
+			_ = s.Close()
+		}
+	case n < 0:
+		panic("multitree: generation released too often")
+	}
+}
+
+// openGeneration maps the snapshot directory of version and builds a tree
+// per store on it. The returned generation holds one reference, owned by the
+// caller. It checks that every tree's snapshot has the version and root hash
+// the metadata records.
+func openGeneration(dir string, version int64) (*generation, map[string]*memiavl.Tree, error) {
+	sdir := filepath.Join(dir, snapshotDirName(version))
+	mpath := filepath.Join(sdir, metadataFileName)
+	b, err := os.ReadFile(mpath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: snapshot %s: %w", ErrCorrupt, sdir, err)
+	}
+	meta, err := decodeMetadata(mpath, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	if meta.Version != version {
+		return nil, nil, fmt.Errorf("%w: %s records version %d", ErrCorrupt, mpath, meta.Version)
+	}
+	g := &generation{version: version, meta: meta, snaps: map[string]*snapshot.Snapshot{}}
+	g.refs.Store(1)
+	trees := make(map[string]*memiavl.Tree, len(meta.Stores))
+	fail := func(err error) (*generation, map[string]*memiavl.Tree, error) {
+		g.release()
+		return nil, nil, err
+	}
+	for _, si := range meta.Stores {
+		tdir := filepath.Join(sdir, treeDirName(si.Name))
+		s, err := snapshot.Open(tdir)
+		if err != nil {
+			return fail(fmt.Errorf("%w: store %q: %w", ErrCorrupt, si.Name, err))
+		}
+		g.snaps[si.Name] = s
+		if s.Version() != version {
+			return fail(fmt.Errorf("%w: %s has version %d, metadata %d", ErrCorrupt, tdir, s.Version(), version))
+		}
+		if !bytes.Equal(s.RootHash(), si.Hash) {
+			return fail(fmt.Errorf("%w: %s has root hash %X, metadata records %X", ErrCorrupt, tdir, s.RootHash(), si.Hash))
+		}
+		t, err := memiavl.NewFromSnapshot(s, memiavl.Options{InitialVersion: meta.InitialVersion})
+		if err != nil {
+			return fail(err)
+		}
+		trees[si.Name] = t
+	}
+	return g, trees, nil
+}
+
+// verify checks every file checksum and the full structure of every tree.
+func (g *generation) verify() error {
+	var errs []error
+	for name, s := range g.snaps {
+		if err := s.Verify(); err != nil {
+			errs = append(errs, fmt.Errorf("store %q: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

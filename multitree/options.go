@@ -1,0 +1,108 @@
+package multitree
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// Defaults filled in for zero option fields.
+const (
+	DefaultSnapshotInterval = 1000
+	DefaultViewCacheSize    = 4
+)
+
+// Options configure Open. They are taken by value; Open fills defaults into
+// its own copy and validates it.
+type Options struct {
+	// CreateIfMissing creates an empty database when dir holds none.
+	CreateIfMissing bool
+	// InitialStores are the stores of a newly created database.
+	InitialStores []string
+	// InitialVersion is the version of the first commit of a newly created
+	// database (0 and 1 both mean 1).
+	InitialVersion int64
+
+	// SnapshotInterval is how many versions pass between background
+	// snapshot rewrites. 0 means DefaultSnapshotInterval; a negative value
+	// disables background rewrites (RewriteSnapshot still works).
+	SnapshotInterval int64
+	// SnapshotKeepRecent is how many snapshots older than the current one
+	// are kept (with the log entries after them) for historical views and
+	// TargetVersion opens.
+	SnapshotKeepRecent int
+	// RewriteConcurrency is how many trees a rewrite writes in parallel. 0
+	// means GOMAXPROCS.
+	RewriteConcurrency int
+
+	// AsyncCommitBuffer is the length of the write-ahead log's queue. 0
+	// writes each commit's log entry before Commit returns; N > 0 lets N
+	// entries wait for the background log writer (group commit).
+	AsyncCommitBuffer int
+	// Sync is the log's fsync policy (see package wal for what a crash can
+	// lose under each).
+	Sync wal.SyncPolicy
+	// WALSegmentSize bounds the size of a log segment file; 0 means the
+	// log's default.
+	WALSegmentSize int64
+
+	// ReadOnly opens without the writer's lock; nothing on disk is changed.
+	ReadOnly bool
+	// TargetVersion opens the database at this version instead of the
+	// latest. 0 means the latest.
+	TargetVersion int64
+	// Rollback, with TargetVersion, discards every version after it: newer
+	// snapshots are deleted and the log is truncated. Not with ReadOnly.
+	Rollback bool
+
+	// ViewCacheSize is how many historical views ViewAt keeps open. 0
+	// means DefaultViewCacheSize; negative disables the cache.
+	ViewCacheSize int
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.SnapshotInterval == 0 {
+		o.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if o.RewriteConcurrency == 0 {
+		o.RewriteConcurrency = runtime.GOMAXPROCS(0)
+	}
+	if o.ViewCacheSize == 0 {
+		o.ViewCacheSize = DefaultViewCacheSize
+	}
+	bad := func(format string, args ...any) (Options, error) {
+		return o, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case o.InitialVersion < 0:
+		return bad("negative InitialVersion %d", o.InitialVersion)
+	case o.SnapshotKeepRecent < 0:
+		return bad("negative SnapshotKeepRecent %d", o.SnapshotKeepRecent)
+	case o.RewriteConcurrency < 0:
+		return bad("negative RewriteConcurrency %d", o.RewriteConcurrency)
+	case o.AsyncCommitBuffer < 0:
+		return bad("negative AsyncCommitBuffer %d", o.AsyncCommitBuffer)
+	case o.TargetVersion < 0:
+		return bad("negative TargetVersion %d", o.TargetVersion)
+	case o.Rollback && o.TargetVersion == 0:
+		return bad("Rollback needs a TargetVersion")
+	case o.Rollback && o.ReadOnly:
+		return bad("Rollback cannot be combined with ReadOnly")
+	case o.ReadOnly && o.CreateIfMissing:
+		return bad("CreateIfMissing cannot be combined with ReadOnly")
+	case o.Sync < wal.SyncEveryCommit || o.Sync > wal.SyncNone:
+		return bad("unknown Sync policy %d", o.Sync)
+	}
+	seen := map[string]bool{}
+	for _, s := range o.InitialStores {
+		if err := validateStoreName(s); err != nil {
+			return o, err
+		}
+		if seen[s] {
+			return bad("store %q listed twice in InitialStores", s)
+		}
+		seen[s] = true
+	}
+	return o, nil
+}

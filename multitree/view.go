@@ -1,0 +1,157 @@
+package multitree
+
+import (
+	"fmt"
+	"sort"
+	"sync/atomic"
+
+	storetypes "cosmossdk.io/store/types"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+)
+
+// View is a read-only, immutable view of one committed version. It pins the
+// snapshots it reads: they stay mapped until Release, even if the database
+// switches to a newer snapshot or deletes the files meanwhile. A View may be
+// used from any goroutine; its trees are shared and must only be read.
+type View struct {
+	st       *state
+	released atomic.Bool
+}
+
+// View returns a view of the latest committed version. It takes no lock
+// held by Commit.
+func (db *DB) View() (*View, error) {
+	for {
+		st := db.state.Load()
+		if st == nil {
+			return nil, ErrClosed
+		}
+		if st.gen.tryAcquire() {
+			return &View{st: st}, nil
+		}
+		// the state was replaced and its snapshots released meanwhile
+	}
+}
+
+// ViewAt returns a view of version: the latest one, or an older version
+// rebuilt from the newest kept snapshot at or below it plus the log. Rebuilt
+// views are cached (ViewCacheSize).
+func (db *DB) ViewAt(version int64) (*View, error) {
+	v, err := db.View()
+	if err != nil || version == 0 || v.Version() == version {
+		return v, err
+	}
+	latest := v.Version()
+	v.Release()
+	if version > latest || version < 0 {
+		return nil, fmt.Errorf("%w: %d (latest is %d)", ErrVersion, version, latest)
+	}
+	db.views.Lock()
+	defer db.views.Unlock()
+	if st, ok := db.views.cache[version]; ok && st.gen.tryAcquire() {
+		db.touchViewLocked(version)
+		return &View{st: st}, nil
+	}
+	st, err := db.loadVersion(version)
+	if err != nil {
+		return nil, err
+	}
+	if db.opts.ViewCacheSize > 0 {
+		if db.views.cache == nil {
+			db.views.cache = map[int64]*state{}
+		}
+		st.gen.acquire() // the cache's reference
+		db.views.cache[version] = st
+		db.touchViewLocked(version)
+		for len(db.views.order) > db.opts.ViewCacheSize {
+			old := db.views.order[0]
+			db.views.order = db.views.order[1:]
+			db.views.cache[old].gen.release()
+			delete(db.views.cache, old)
+		}
+	}
+	return &View{st: st}, nil
+}
+
+func (db *DB) touchViewLocked(version int64) {
+	for i, v := range db.views.order {
+		if v == version {
+			db.views.order = append(db.views.order[:i], db.views.order[i+1:]...)
+			break
+		}
+	}
+	db.views.order = append(db.views.order, version)
+}
+
+// loadVersion rebuilds version from the newest kept snapshot at or below it.
+// The returned state holds one reference on its generation.
+func (db *DB) loadVersion(version int64) (*state, error) {
+	versions, err := listSnapshots(db.dir)
+	if err != nil {
+		return nil, err
+	}
+	base := int64(-1)
+	for _, v := range versions {
+		if v <= version {
+			base = v
+		}
+	}
+	if base < 0 {
+		return nil, fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, version)
+	}
+	gen, trees, err := openGeneration(db.dir, base)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.replay(trees, base, version); err != nil {
+		gen.release()
+		return nil, err
+	}
+	return &state{version: version, info: commitInfo(trees, version, false), trees: trees, gen: gen}, nil
+}
+
+// Release unpins the view. Further use of the view or of slices read from
+// it is invalid. Release is idempotent.
+func (v *View) Release() {
+	if v.released.CompareAndSwap(false, true) {
+		v.st.gen.release()
+	}
+}
+
+// Version returns the view's version.
+func (v *View) Version() int64 { return v.st.version }
+
+// CommitInfo returns the view's commit info.
+func (v *View) CommitInfo() *storetypes.CommitInfo { return v.st.info }
+
+// StoreNames returns the view's stores, sorted.
+func (v *View) StoreNames() []string {
+	names := make([]string, 0, len(v.st.trees))
+	for n := range v.st.trees {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Tree returns a copy of store's tree at the view's version, nil if the
+// store does not exist. The copy is the caller's own (it may even be
+// mutated without affecting anything else) but reads snapshots pinned by the
+// view: use it only before Release.
+func (v *View) Tree(store string) *memiavl.Tree {
+	t, ok := v.st.trees[store]
+	if !ok {
+		return nil
+	}
+	return t.Copy()
+}
+
+// Get returns a copy of key's value in store, nil if absent.
+func (v *View) Get(store string, key []byte) ([]byte, error) {
+	t, ok := v.st.trees[store]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownStore, store)
+	}
+	return t.Get(key)
+}
