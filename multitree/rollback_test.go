@@ -1,0 +1,162 @@
+package multitree
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+func commitN(t *testing.T, db *DB, seed int64, n int) map[int64][]byte {
+	t.Helper()
+	hashes := map[int64][]byte{}
+	for i := 0; i < n; i++ {
+		v := db.WorkingVersion()
+		if err := db.ApplyChangeSets(crashBlock(seed, v)); err != nil {
+			t.Fatal(err)
+		}
+		info, err := db.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes[info.Version] = info.Hash()
+	}
+	return hashes
+}
+
+func TestRollbackAndIdempotentRecommit(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 10, SnapshotKeepRecent: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := commitN(t, db, 1, 45)
+	db.Close()
+
+	// writer open at an older version without rollback: re-committing the
+	// logged versions with the same content is accepted, other content not
+	db, err = Open(dir, Options{TargetVersion: 38})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Version() != 38 || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[38]) {
+		t.Fatalf("opened at %d", db.Version())
+	}
+	if got := commitN(t, db, 1, 2); !bytes.Equal(got[40], hashes[40]) {
+		t.Fatal("idempotent re-commit produced another hash")
+	}
+	if err := db.Set("bank", []byte("other"), []byte("content")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); !errors.Is(err, ErrConflict) {
+		t.Fatalf("conflicting re-commit: %v", err)
+	}
+	db.Close()
+
+	// rollback to 25 discards 26..45, including newer snapshots
+	db, err = Open(dir, Options{TargetVersion: 25, Rollback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Version() != 25 || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[25]) {
+		t.Fatalf("rolled back to %d", db.Version())
+	}
+	// commit different content at 26.. and reopen: the old future is gone
+	if err := db.Set("bank", []byte("new"), []byte("future")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(info.Hash(), hashes[26]) {
+		t.Fatal("different content, same hash")
+	}
+	db.Close()
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Version() != 26 || !bytes.Equal(db.LastCommitInfo().Hash(), info.Hash()) {
+		t.Fatalf("after rollback and commit, reopened at %d", db.Version())
+	}
+	if v, _ := db.Get("bank", []byte("new")); string(v) != "future" {
+		t.Fatal("lost the commit after rollback")
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	dir := t.TempDir()
+	bad := []Options{
+		{InitialVersion: -1},
+		{SnapshotKeepRecent: -1},
+		{Rollback: true},
+		{Rollback: true, TargetVersion: 3, ReadOnly: true},
+		{ReadOnly: true, CreateIfMissing: true},
+		{CreateIfMissing: true, InitialStores: []string{"a", "a"}},
+		{CreateIfMissing: true, InitialStores: []string{""}},
+		{Sync: wal.SyncPolicy(99)},
+	}
+	for i, o := range bad {
+		if _, err := Open(dir, o); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("options %d (%+v): %v", i, o, err)
+		}
+	}
+	if _, err := Open(filepath.Join(dir, "missing"), Options{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing database: %v", err)
+	}
+}
+
+func TestCorruptMetadataAndLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 2, 5)
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := db.LastCommitInfo().Hash()
+	db.Close()
+
+	// leftovers of an interrupted rewrite are removed by the next writer
+	leftover := filepath.Join(dir, snapshotDirName(9)+tmpSuffix)
+	if err := os.MkdirAll(leftover, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(db.LastCommitInfo().Hash(), h) {
+		t.Fatal("hash changed")
+	}
+	db.Close()
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Fatal("leftover not removed")
+	}
+
+	// a flipped byte in the metadata is caught on open
+	mpath := filepath.Join(dir, snapshotDirName(5), metadataFileName)
+	b, _ := os.ReadFile(mpath)
+	for i := range b {
+		c := bytes.Clone(b)
+		c[i] ^= 0x40
+		os.WriteFile(mpath, c, 0o644)
+		if _, err := Open(dir, Options{ReadOnly: true}); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("flipped metadata byte %d: %v", i, err)
+		}
+	}
+	os.WriteFile(mpath, b, 0o644)
+	// a snapshot whose root does not match the metadata is caught
+	os.WriteFile(filepath.Join(dir, currentFileName), []byte("garbage"), 0o644)
+	if _, err := Open(dir, Options{ReadOnly: true}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corrupt current pointer: %v", err)
+	}
+}
