@@ -1,0 +1,503 @@
+// Package snapshot is the on-disk format of one IAVL tree: a streaming
+// post-order Writer, and a Snapshot that serves the tree's nodes from
+// memory-mapped files without allocating.
+//
+// The format is defined in format.go. A snapshot knows bytes, not tree
+// algorithms: it stores nodes as fixed-size records addressed by index,
+// leaves in key order and branches in post-order, and leaves searching,
+// balancing and hashing policy to the tree that sits above it. Verify checks
+// everything a tree needs from the bytes, hashes included.
+package snapshot
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/ledgerwatch/erigon-lib/mmap"
+
+	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
+)
+
+// Ref refers to a node of a snapshot: a leaf or a branch, and its index. The
+// zero Ref is branch 0.
+type Ref uint64
+
+const leafTag Ref = 1 << 63
+
+// LeafRef returns the reference to leaf i.
+func LeafRef(i uint64) Ref { return Ref(i) | leafTag }
+
+// BranchRef returns the reference to branch i.
+func BranchRef(i uint64) Ref { return Ref(i) &^ leafTag }
+
+// IsLeaf reports whether r refers to a leaf.
+func (r Ref) IsLeaf() bool { return r&leafTag != 0 }
+
+// Index returns the index of the leaf or branch r refers to.
+func (r Ref) Index() uint64 { return uint64(r &^ leafTag) }
+
+// String formats r as "leaf N" or "branch N".
+func (r Ref) String() string {
+	if r.IsLeaf() {
+		return fmt.Sprintf("leaf %d", r.Index())
+	}
+	return fmt.Sprintf("branch %d", r.Index())
+}
+
+// Snapshot is an open, memory-mapped snapshot of one tree.
+//
+// Byte slices returned by its accessors point into the mapping: they must not
+// be modified and are valid only until Close. Accessors are safe for
+// concurrent use; Close must not run concurrently with them.
+//
+// An index passed to an accessor must be in range (below LeafCount or
+// BranchCount): an index out of range panics like a slice index. An index
+// obtained from this snapshot's own navigation (Root, Left, Right, and
+// Search when it returns one below hi) is always in range: every value read
+// from the files that is used as an index or offset is checked first, so a
+// corrupted snapshot that passed Open yields ErrCorrupt errors, never a
+// panic. Accessors that return no error (versions, hashes, heights, sizes,
+// BranchKeyLeaf, BranchFirstLeaf) return the recorded fields unchecked;
+// Verify is the complete check.
+//
+// The files must not change while they are mapped: a snapshot directory is
+// immutable once written, and is deleted only after Close.
+type Snapshot struct {
+	dir         string
+	treeVersion int64
+	leafCount   uint64
+	branchCount uint64
+	rootHash    [HashSize]byte
+	files       [metaDataFileCount]fileInfo
+
+	// The files' bytes, nil when a file is empty; maps are munmapped by
+	// Close when mapped is set.
+	leaves   []byte
+	branches []byte
+	kvs      []byte
+	maps     [metaDataFileCount][]byte
+	mapped   bool
+	closed   bool
+}
+
+// Open opens the snapshot in dir and maps its files read-only. It checks the
+// meta file (magic, format version, checksum, counts) and the length of each
+// data file against it, and reads nothing else: data checksums and the tree
+// are checked by Verify.
+func Open(dir string) (*Snapshot, error) {
+	m, err := readMeta(filepath.Join(dir, FileMeta))
+	if err != nil {
+		return nil, err
+	}
+	s := newSnapshot(dir, &m)
+	s.mapped = true
+	for i, name := range dataFileNames {
+		b, err := mapFile(filepath.Join(dir, name), m.files[i].length)
+		if err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		s.maps[i] = b
+	}
+	s.setViews()
+	return s, nil
+}
+
+func newSnapshot(dir string, m *meta) *Snapshot {
+	return &Snapshot{
+		dir:         dir,
+		treeVersion: m.treeVersion,
+		leafCount:   m.leafCount,
+		branchCount: m.branchCount,
+		rootHash:    m.rootHash,
+		files:       m.files,
+	}
+}
+
+func (s *Snapshot) setViews() {
+	s.leaves = s.maps[metaFileIndexLeaves]
+	s.branches = s.maps[metaFileIndexBranch]
+	s.kvs = s.maps[metaFileIndexKVs]
+}
+
+// readMeta reads and checks the meta file at path.
+func readMeta(path string) (meta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return meta{}, fmt.Errorf("snapshot: %w", err)
+	}
+	defer f.Close()
+	// Read one byte more than a meta file holds to detect a longer file.
+	var buf [MetaSize + 1]byte
+	n, err := io.ReadFull(f, buf[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return meta{}, fmt.Errorf("snapshot: read %s: %w", path, err)
+	}
+	return parseMeta(path, buf[:n])
+}
+
+// parseMeta decodes and checks the bytes of the meta file at path.
+func parseMeta(path string, buf []byte) (meta, error) {
+	n := len(buf)
+	if n < metaOffFormat+4 {
+		return meta{}, corruptAt(path, uint64(n), "meta file of %d bytes", n)
+	}
+	if magic := binary.LittleEndian.Uint64(buf[metaOffMagic:]); magic != MetaMagic {
+		return meta{}, corruptAt(path, metaOffMagic, "magic %#016x, want %#016x", magic, MetaMagic)
+	}
+	if v := binary.LittleEndian.Uint32(buf[metaOffFormat:]); v != FormatVersion {
+		return meta{}, fmt.Errorf("%w: %s: format version %d, this build reads %d", ErrFormatVersion, path, v, FormatVersion)
+	}
+	if n > MetaSize {
+		return meta{}, corruptAt(path, MetaSize, "meta file longer than %d bytes", MetaSize)
+	}
+	if n < MetaSize {
+		return meta{}, corruptAt(path, uint64(n), "meta file of %d bytes, want %d", n, MetaSize)
+	}
+	b := (*[MetaSize]byte)(buf[:MetaSize])
+	want := binary.LittleEndian.Uint32(b[metaOffCRC:])
+	if got := crc32.Checksum(b[:metaOffCRC], crcTable); got != want {
+		return meta{}, checksumError(path, want, got)
+	}
+	if err := checkMetaFields(path, b); err != nil {
+		return meta{}, err
+	}
+	return decodeMetaFields(b), nil
+}
+
+// checkMetaFields checks the fields of a meta file whose checksum matched.
+func checkMetaFields(path string, b *[MetaSize]byte) error {
+	m := decodeMetaFields(b)
+	if binary.LittleEndian.Uint32(b[metaOffReserved0:]) != 0 {
+		return corruptAt(path, metaOffReserved0, "reserved field is not zero")
+	}
+	for i := range m.files {
+		off := metaOffFiles + i*metaFileEntrySize + 12
+		if binary.LittleEndian.Uint32(b[off:]) != 0 {
+			return corruptAt(path, uint64(off), "reserved field is not zero")
+		}
+	}
+	if !bytes.Equal(b[metaOffReservedTail:metaOffCRC], make([]byte, metaReservedTailSize)) {
+		return corruptAt(path, metaOffReservedTail, "reserved field is not zero")
+	}
+	if m.treeVersion < 0 {
+		return corruptAt(path, metaOffTreeVersion, "negative tree version %d", m.treeVersion)
+	}
+	if m.leafCount > MaxLeaves {
+		return corruptAt(path, metaOffLeafCount, "leaf count %d exceeds %d", m.leafCount, uint64(MaxLeaves))
+	}
+	wantBranches := uint64(0)
+	if m.leafCount > 0 {
+		wantBranches = m.leafCount - 1
+	}
+	if m.branchCount != wantBranches {
+		return corruptAt(path, metaOffBranchCount, "branch count %d with %d leaves", m.branchCount, m.leafCount)
+	}
+	if m.leafCount == 0 && !bytes.Equal(m.rootHash[:], nodehash.Empty()) {
+		return corruptAt(path, metaOffRootHash, "empty tree with root hash %x", m.rootHash)
+	}
+	if l := m.files[metaFileIndexLeaves].length; l != m.leafCount*RecordSize {
+		return corruptAt(path, metaOffFiles+metaFileIndexLeaves*metaFileEntrySize,
+			"%s length %d for %d leaves", FileLeaves, l, m.leafCount)
+	}
+	if l := m.files[metaFileIndexBranch].length; l != m.branchCount*RecordSize {
+		return corruptAt(path, metaOffFiles+metaFileIndexBranch*metaFileEntrySize,
+			"%s length %d for %d branches", FileBranches, l, m.branchCount)
+	}
+	if l := m.files[metaFileIndexKVs].length; l > math.MaxInt {
+		return corruptAt(path, metaOffFiles+metaFileIndexKVs*metaFileEntrySize, "%s length %d", FileKVs, l)
+	}
+	return nil
+}
+
+// mapFile maps the file at path read-only after checking that it is size
+// bytes long. An empty file maps to nil.
+func mapFile(path string, size uint64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	// The mapping outlives the descriptor.
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if err := checkLength(path, uint64(fi.Size()), size); err != nil {
+		return nil, err
+	}
+	if size == 0 {
+		return nil, nil
+	}
+	b, _, err := mmap.Mmap(f, int(size))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: mmap %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// checkLength checks that the file at path is as long as meta records.
+func checkLength(path string, got, want uint64) error {
+	if got != want {
+		// The offset is where the file and meta part ways.
+		return corruptAt(path, min(got, want), "file of %d bytes, meta records %d", got, want)
+	}
+	return nil
+}
+
+// Close unmaps the files. Slices returned by accessors are invalid
+// afterwards. Close may be called more than once.
+func (s *Snapshot) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	for i, b := range s.maps {
+		if b != nil && s.mapped {
+			if err := mmap.Munmap(b, nil); err != nil {
+				errs = append(errs, fmt.Errorf("snapshot: munmap %s: %w", s.path(i), err))
+			}
+		}
+		s.maps[i] = nil
+	}
+	s.leaves, s.branches, s.kvs = nil, nil, nil
+	return errors.Join(errs...)
+}
+
+func (s *Snapshot) path(file int) string { return filepath.Join(s.dir, dataFileNames[file]) }
+
+// Dir returns the directory the snapshot was opened from.
+func (s *Snapshot) Dir() string { return s.dir }
+
+// Version returns the version of the tree.
+func (s *Snapshot) Version() int64 { return s.treeVersion }
+
+// RootHash returns the root hash recorded in meta (sha256("") for the empty
+// tree). The slice is a copy.
+func (s *Snapshot) RootHash() []byte {
+	h := s.rootHash
+	return h[:]
+}
+
+// LeafCount returns the number of leaves.
+func (s *Snapshot) LeafCount() uint64 { return s.leafCount }
+
+// BranchCount returns the number of branches.
+func (s *Snapshot) BranchCount() uint64 { return s.branchCount }
+
+// Root returns the root node, and false for the empty tree.
+func (s *Snapshot) Root() (Ref, bool) {
+	switch {
+	case s.branchCount > 0:
+		return BranchRef(s.branchCount - 1), true
+	case s.leafCount == 1:
+		return LeafRef(0), true
+	default:
+		return 0, false
+	}
+}
+
+func (s *Snapshot) leafRec(i uint64) []byte {
+	return s.leaves[i*RecordSize : i*RecordSize+RecordSize : i*RecordSize+RecordSize]
+}
+
+func (s *Snapshot) branchRec(i uint64) []byte {
+	return s.branches[i*RecordSize : i*RecordSize+RecordSize : i*RecordSize+RecordSize]
+}
+
+// LeafKV returns the key and value of leaf i.
+func (s *Snapshot) LeafKV(i uint64) (key, value []byte, err error) {
+	rec := s.leafRec(i)
+	off := binary.LittleEndian.Uint64(rec[leafOffKVOff:])
+	kl := uint64(binary.LittleEndian.Uint32(rec[leafOffKeyLen:]))
+	vl := uint64(binary.LittleEndian.Uint32(rec[leafOffValLen:]))
+	n := uint64(len(s.kvs))
+	if off > n || kl+vl > n-off {
+		return nil, nil, s.kvRangeError(i)
+	}
+	k := s.kvs[off : off+kl : off+kl]
+	v := s.kvs[off+kl : off+kl+vl : off+kl+vl]
+	return k, v, nil
+}
+
+// LeafKey returns the key of leaf i.
+func (s *Snapshot) LeafKey(i uint64) ([]byte, error) {
+	rec := s.leafRec(i)
+	off := binary.LittleEndian.Uint64(rec[leafOffKVOff:])
+	kl := uint64(binary.LittleEndian.Uint32(rec[leafOffKeyLen:]))
+	if n := uint64(len(s.kvs)); off > n || kl > n-off {
+		return nil, s.kvRangeError(i)
+	}
+	return s.kvs[off : off+kl : off+kl], nil
+}
+
+// LeafValue returns the value of leaf i.
+func (s *Snapshot) LeafValue(i uint64) ([]byte, error) {
+	_, v, err := s.LeafKV(i)
+	return v, err
+}
+
+//go:noinline
+func (s *Snapshot) kvRangeError(i uint64) error {
+	rec := s.leafRec(i)
+	return corruptAt(s.path(metaFileIndexLeaves), i*RecordSize+leafOffKVOff,
+		"leaf %d: key and value at %d, lengths %d and %d, outside %s of %d bytes", i,
+		binary.LittleEndian.Uint64(rec[leafOffKVOff:]), binary.LittleEndian.Uint32(rec[leafOffKeyLen:]),
+		binary.LittleEndian.Uint32(rec[leafOffValLen:]), FileKVs, len(s.kvs))
+}
+
+// LeafVersion returns the version of leaf i.
+func (s *Snapshot) LeafVersion(i uint64) int64 {
+	return int64(binary.LittleEndian.Uint64(s.leafRec(i)[leafOffVersion:]))
+}
+
+// LeafHash returns the node hash of leaf i.
+func (s *Snapshot) LeafHash(i uint64) []byte {
+	return s.leafRec(i)[leafOffHash : leafOffHash+HashSize : leafOffHash+HashSize]
+}
+
+// BranchHeight returns the height of branch i.
+func (s *Snapshot) BranchHeight(i uint64) uint8 { return s.branchRec(i)[branchOffHeight] }
+
+// BranchSize returns the number of leaves under branch i.
+func (s *Snapshot) BranchSize(i uint64) int64 {
+	return int64(uint40At(s.branchRec(i), branchOffSize))
+}
+
+// BranchVersion returns the version of branch i.
+func (s *Snapshot) BranchVersion(i uint64) int64 {
+	return int64(binary.LittleEndian.Uint64(s.branchRec(i)[branchOffVersion:]))
+}
+
+// BranchHash returns the node hash of branch i.
+func (s *Snapshot) BranchHash(i uint64) []byte {
+	return s.branchRec(i)[branchOffHash : branchOffHash+HashSize : branchOffHash+HashSize]
+}
+
+// BranchKeyLeaf returns the index of the leaf whose key is the key of branch
+// i, as recorded: unchecked (BranchKey and Right check it).
+func (s *Snapshot) BranchKeyLeaf(i uint64) uint64 { return uint40At(s.branchRec(i), branchOffKeyLeaf) }
+
+// BranchFirstLeaf returns the index of the leftmost leaf under branch i, as
+// recorded: unchecked (Left checks it).
+func (s *Snapshot) BranchFirstLeaf(i uint64) uint64 {
+	return uint40At(s.branchRec(i), branchOffFirstLeaf)
+}
+
+// BranchKey returns the key of branch i: the smallest key of its right
+// subtree.
+func (s *Snapshot) BranchKey(i uint64) ([]byte, error) {
+	k := s.BranchKeyLeaf(i)
+	if k >= s.leafCount {
+		return nil, s.branchError(i, branchOffKeyLeaf, "key leaf %d of %d leaves", k, s.leafCount)
+	}
+	return s.LeafKey(k)
+}
+
+// branchLayout reads and checks the leaf range of branch i: first leaf f,
+// key leaf k and end e = f + size, with f < k < e <= LeafCount.
+func (s *Snapshot) branchLayout(i uint64) (f, k, e uint64, err error) {
+	rec := s.branchRec(i)
+	size := uint40At(rec, branchOffSize)
+	f = uint40At(rec, branchOffFirstLeaf)
+	k = uint40At(rec, branchOffKeyLeaf)
+	e = f + size // no overflow: both are below 2^40
+	if f >= k || k >= e || e > s.leafCount {
+		return 0, 0, 0, s.layoutError(i)
+	}
+	return f, k, e, nil
+}
+
+//go:noinline
+func (s *Snapshot) layoutError(i uint64) error {
+	rec := s.branchRec(i)
+	return s.branchError(i, branchOffSize, "size %d, first leaf %d, key leaf %d with %d leaves",
+		uint40At(rec, branchOffSize), uint40At(rec, branchOffFirstLeaf), uint40At(rec, branchOffKeyLeaf), s.leafCount)
+}
+
+func (s *Snapshot) branchError(i uint64, field int, format string, args ...any) error {
+	return corruptAt(s.path(metaFileIndexBranch), i*RecordSize+uint64(field), "branch %d: %s", i, fmt.Sprintf(format, args...))
+}
+
+// Right returns the right child of branch i.
+func (s *Snapshot) Right(i uint64) (Ref, error) {
+	_, k, e, err := s.branchLayout(i)
+	if err != nil {
+		return 0, err
+	}
+	if e-k == 1 {
+		return LeafRef(k), nil
+	}
+	if i == 0 {
+		return 0, s.branchError(i, branchOffSize, "right subtree of %d leaves before any branch", e-k)
+	}
+	return BranchRef(i - 1), nil
+}
+
+// Left returns the left child of branch i.
+func (s *Snapshot) Left(i uint64) (Ref, error) {
+	f, k, e, err := s.branchLayout(i)
+	if err != nil {
+		return 0, err
+	}
+	if k-f == 1 {
+		return LeafRef(f), nil
+	}
+	rightSize := e - k
+	if i < rightSize {
+		return 0, s.branchError(i, branchOffSize, "left subtree of %d leaves before branch 0", k-f)
+	}
+	return BranchRef(i - rightSize), nil
+}
+
+// Search looks for key among leaves [lo, hi). It returns the index of the
+// first leaf whose key is >= key (hi if none) and whether that key equals
+// key. It compares the 8-byte key prefixes first and reads full keys only
+// when they tie. It does not allocate.
+func (s *Snapshot) Search(key []byte, lo, hi uint64) (idx uint64, found bool, err error) {
+	if lo > hi || hi > s.leafCount {
+		return 0, false, s.searchRangeError(lo, hi)
+	}
+	p := keyPrefix(key)
+	var eq uint64 // index of the last leaf seen equal to key
+	sawEq := false
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		mp := binary.BigEndian.Uint64(s.leaves[mid*RecordSize+leafOffPrefix:])
+		var c int
+		switch {
+		case mp < p:
+			c = -1
+		case mp > p:
+			c = 1
+		default:
+			k, err := s.LeafKey(mid)
+			if err != nil {
+				return 0, false, err
+			}
+			c = bytes.Compare(k, key)
+		}
+		if c < 0 {
+			lo = mid + 1
+		} else {
+			if c == 0 {
+				eq, sawEq = mid, true
+			}
+			hi = mid
+		}
+	}
+	return lo, sawEq && eq == lo, nil
+}
+
+//go:noinline
+func (s *Snapshot) searchRangeError(lo, hi uint64) error {
+	return fmt.Errorf("%w: search in leaves [%d, %d) of %d", ErrOutOfRange, lo, hi, s.leafCount)
+}

@@ -1,0 +1,195 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"path/filepath"
+
+	"github.com/ledgerwatch/erigon-lib/mmap"
+
+	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
+)
+
+// Verify checks the whole snapshot in one sequential pass over each file:
+//
+//   - the CRC32C of every data file against meta;
+//   - leaves: keys strictly increasing, key and value ranges inside kvs and
+//     contiguous (kvs holds nothing else), key prefixes equal to the keys,
+//     versions in [0, tree version], every hash recomputed;
+//   - branches: in post-order they form one binary tree over all leaves
+//     (sizes, first leaves and key leaves consistent with the children that
+//     Left and Right return), heights are one more than the taller child,
+//     children's heights differ by at most one, reserved bytes are zero,
+//     versions in [0, tree version], every hash recomputed from the
+//     children's hashes;
+//   - the root hash in meta equals the root's hash.
+//
+// Errors wrap ErrCorrupt (and ErrChecksum for checksum mismatches) and name
+// the file and byte offset of the first problem found.
+func (s *Snapshot) Verify() error {
+	if s.closed {
+		return ErrClosed
+	}
+	for _, b := range s.maps {
+		if b != nil {
+			_ = mmap.MadviseSequential(b)
+		}
+	}
+	defer func() {
+		for _, b := range s.maps {
+			if b != nil {
+				_ = mmap.MadviseRandom(b)
+			}
+		}
+	}()
+
+	for i, b := range s.maps {
+		if got := crc32.Checksum(b, crcTable); got != s.files[i].crc {
+			return checksumError(s.path(i), s.files[i].crc, got)
+		}
+	}
+	if err := s.verifyLeaves(); err != nil {
+		return err
+	}
+	return s.verifyBranches()
+}
+
+func (s *Snapshot) verifyLeaves() error {
+	leavesPath := s.path(metaFileIndexLeaves)
+	var prevKey []byte
+	var kvEnd uint64 // where the next leaf's key must start
+	hash := make([]byte, 0, HashSize)
+	for i := uint64(0); i < s.leafCount; i++ {
+		rec := s.leafRec(i)
+		base := i * RecordSize
+		if v := s.LeafVersion(i); v < 0 || v > s.treeVersion {
+			return corruptAt(leavesPath, base+leafOffVersion, "leaf %d: version %d outside [0, %d]", i, v, s.treeVersion)
+		}
+		if off := binary.LittleEndian.Uint64(rec[leafOffKVOff:]); off != kvEnd {
+			return corruptAt(leavesPath, base+leafOffKVOff, "leaf %d: key at %s offset %d, want %d", i, FileKVs, off, kvEnd)
+		}
+		key, value, err := s.LeafKV(i)
+		if err != nil {
+			return err
+		}
+		kvEnd += uint64(len(key)) + uint64(len(value))
+		if p := binary.BigEndian.Uint64(rec[leafOffPrefix:]); p != keyPrefix(key) {
+			return corruptAt(leavesPath, base+leafOffPrefix, "leaf %d: key prefix %#016x does not match key %x", i, p, key)
+		}
+		if i > 0 && bytes.Compare(prevKey, key) >= 0 {
+			return corruptAt(s.path(metaFileIndexKVs), kvEnd-uint64(len(key)+len(value)),
+				"leaf %d: key %x not greater than the previous key %x", i, key, prevKey)
+		}
+		prevKey = key
+		hash = nodehash.Leaf(hash[:0], key, value, s.LeafVersion(i))
+		if !bytes.Equal(hash, rec[leafOffHash:leafOffHash+HashSize]) {
+			return corruptAt(leavesPath, base+leafOffHash, "leaf %d: hash %x, recomputed %x", i, rec[leafOffHash:leafOffHash+HashSize], hash)
+		}
+	}
+	if kvEnd != uint64(len(s.kvs)) {
+		return corruptAt(s.path(metaFileIndexKVs), kvEnd, "%d bytes after the last value", uint64(len(s.kvs))-kvEnd)
+	}
+	return nil
+}
+
+// subtree is a branch on the verifier's stack: checked, waiting for its
+// parent.
+type subtree struct {
+	index  uint64
+	first  uint64
+	size   uint64
+	height uint8
+}
+
+func (s *Snapshot) verifyBranches() error {
+	metaPath := filepath.Join(s.dir, FileMeta)
+	switch s.leafCount {
+	case 0:
+		return nil // Open checked the empty tree's root hash
+	case 1:
+		if !bytes.Equal(s.rootHash[:], s.LeafHash(0)) {
+			return corruptAt(metaPath, metaOffRootHash, "root hash %x, leaf 0 hash %x", s.rootHash, s.LeafHash(0))
+		}
+		return nil
+	}
+
+	stack := make([]subtree, 0, 64)
+	hash := make([]byte, 0, HashSize)
+	for i := uint64(0); i < s.branchCount; i++ {
+		rec := s.branchRec(i)
+		if binary.LittleEndian.Uint64(rec[branchOffReserved:]) != 0 {
+			return s.branchError(i, branchOffReserved, "reserved field is not zero")
+		}
+		version := s.BranchVersion(i)
+		if version < 0 || version > s.treeVersion {
+			return s.branchError(i, branchOffVersion, "version %d outside [0, %d]", version, s.treeVersion)
+		}
+		f, k, e, err := s.branchLayout(i)
+		if err != nil {
+			return err
+		}
+
+		// The right child: the leaf k or the subtree completed last.
+		var rightHash []byte
+		var rightHeight uint8
+		if e-k == 1 {
+			rightHash = s.LeafHash(k)
+		} else {
+			if len(stack) == 0 {
+				return s.branchError(i, branchOffSize, "right subtree of %d leaves has no branch", e-k)
+			}
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if c.index != i-1 || c.first != k || c.size != e-k {
+				return s.branchError(i, branchOffKeyLeaf,
+					"right subtree is leaves [%d, %d), branch %d holds [%d, %d)", k, e, c.index, c.first, c.first+c.size)
+			}
+			rightHash, rightHeight = s.BranchHash(c.index), c.height
+		}
+
+		// The left child: the leaf f or the subtree completed before.
+		var leftHash []byte
+		var leftHeight uint8
+		if k-f == 1 {
+			leftHash = s.LeafHash(f)
+		} else {
+			if len(stack) == 0 {
+				return s.branchError(i, branchOffFirstLeaf, "left subtree of %d leaves has no branch", k-f)
+			}
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if c.index != i-(e-k) || c.first != f || c.size != k-f {
+				return s.branchError(i, branchOffFirstLeaf,
+					"left subtree is leaves [%d, %d), branch %d holds [%d, %d)", f, k, c.index, c.first, c.first+c.size)
+			}
+			leftHash, leftHeight = s.BranchHash(c.index), c.height
+		}
+
+		height := s.BranchHeight(i)
+		if want := int(max(leftHeight, rightHeight)) + 1; int(height) != want {
+			return s.branchError(i, branchOffHeight, "height %d, want %d", height, want)
+		}
+		if d := int(leftHeight) - int(rightHeight); d < -1 || d > 1 {
+			return s.branchError(i, branchOffHeight, "unbalanced: children heights %d and %d", leftHeight, rightHeight)
+		}
+		hash = nodehash.Inner(hash[:0], height, int64(e-f), version, leftHash, rightHash)
+		if !bytes.Equal(hash, s.BranchHash(i)) {
+			return s.branchError(i, branchOffHash, "hash %x, recomputed %x", s.BranchHash(i), hash)
+		}
+		if len(stack) >= maxPending {
+			return s.branchError(i, branchOffSize, "more than %d subtrees without a parent", maxPending)
+		}
+		stack = append(stack, subtree{index: i, first: f, size: e - f, height: height})
+	}
+
+	root := s.branchCount - 1
+	if len(stack) != 1 || stack[0].first != 0 || stack[0].size != s.leafCount {
+		return s.branchError(root, branchOffSize, "root covers leaves [%d, %d) of %d, %d subtrees without a parent",
+			stack[len(stack)-1].first, stack[len(stack)-1].first+stack[len(stack)-1].size, s.leafCount, len(stack)-1)
+	}
+	if !bytes.Equal(s.rootHash[:], s.BranchHash(root)) {
+		return corruptAt(metaPath, metaOffRootHash, "root hash %x, branch %d hash %x", s.rootHash, root, s.BranchHash(root))
+	}
+	return nil
+}

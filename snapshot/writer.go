@@ -1,0 +1,365 @@
+package snapshot
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
+)
+
+const (
+	// writeBufferSize is the buffer of each data file being written.
+	writeBufferSize = 1 << 20
+	// maxPending bounds the writer's stack of subtrees waiting for a
+	// parent. In post-order that stack holds at most one subtree per level
+	// of the tree, and an AVL tree of MaxLeaves leaves is under 60 levels
+	// high, so a deeper stack means the input is not such a tree.
+	maxPending = 128
+)
+
+// crcFile is the sink under a data file's buffer: it counts and checksums
+// the bytes on their way to the file, a buffer-full at a time.
+type crcFile struct {
+	f   *os.File
+	n   uint64
+	crc uint32
+}
+
+func (c *crcFile) Write(p []byte) (int, error) {
+	n, err := c.f.Write(p)
+	c.crc = crc32.Update(c.crc, crcTable, p[:n])
+	c.n += uint64(n)
+	return n, err
+}
+
+// dataFile is one data file being written.
+type dataFile struct {
+	crcFile
+	buf *bufio.Writer
+}
+
+// pending is a finished subtree waiting for its parent.
+type pending struct {
+	first  uint64 // index of its leftmost leaf
+	size   uint64 // number of leaves
+	height uint8
+	hash   [HashSize]byte
+}
+
+// Writer streams the nodes of one tree, in post-order, into a new snapshot
+// directory. Memory use is bounded by the height of the tree plus one write
+// buffer of 1 MiB per data file; nothing is allocated per node. A Writer is
+// not safe for concurrent use.
+//
+// The snapshot is written under a temporary directory next to the target and
+// appears under its name only when Finish has made it durable. After any
+// error the Writer is failed: every later call returns the first error, and
+// the caller should call Abort, which removes the temporary directory. Abort
+// after a successful Finish does nothing, so `defer w.Abort()` is the usual
+// pattern.
+type Writer struct {
+	dir     string
+	tmp     string
+	version int64
+
+	files [metaDataFileCount]dataFile
+
+	leafCount   uint64
+	branchCount uint64
+	kvLen       uint64 // bytes written to kvs so far
+	stack       []pending
+	lastKey     []byte
+	rec         [RecordSize]byte
+
+	err      error // sticky
+	finished bool
+}
+
+// NewWriter starts a snapshot of a tree at the given version, to appear as
+// directory dir, which must not exist; its parent must. The files are written
+// under dir+".tmp-*" in the same parent.
+func NewWriter(dir string, version int64) (*Writer, error) {
+	if version < 0 {
+		return nil, fmt.Errorf("%w: negative tree version %d", ErrInvalidNode, version)
+	}
+	dir = filepath.Clean(dir)
+	if err := checkAbsent(dir); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: create temporary directory: %w", err)
+	}
+	w := &Writer{
+		dir:     dir,
+		tmp:     tmp,
+		version: version,
+		stack:   make([]pending, 0, 64),
+		lastKey: make([]byte, 0, 64),
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		_ = w.Abort()
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	for i, name := range dataFileNames {
+		f, err := os.OpenFile(filepath.Join(tmp, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			_ = w.Abort()
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		w.files[i].f = f
+		w.files[i].buf = bufio.NewWriterSize(&w.files[i].crcFile, writeBufferSize)
+	}
+	return w, nil
+}
+
+func checkAbsent(dir string) error {
+	_, err := os.Lstat(dir)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: %s", ErrExists, dir)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	default:
+		return fmt.Errorf("snapshot: %w", err)
+	}
+}
+
+// fail records err as the writer's sticky error and returns it.
+func (w *Writer) fail(err error) error {
+	if w.err == nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// usable returns the error that stops the writer from taking more input.
+func (w *Writer) usable() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.finished {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (w *Writer) checkNode(version int64, hash []byte) error {
+	if len(hash) != HashSize {
+		return fmt.Errorf("%w: hash of %d bytes", ErrInvalidNode, len(hash))
+	}
+	if version < 0 || version > w.version {
+		return fmt.Errorf("%w: node version %d outside [0, %d]", ErrInvalidNode, version, w.version)
+	}
+	return nil
+}
+
+// AddLeaf appends the next leaf in post-order. Keys must be strictly
+// increasing. hash is the leaf's node hash; the writer does not recompute it
+// (Verify does).
+func (w *Writer) AddLeaf(key, value []byte, version int64, hash []byte) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.checkNode(version, hash); err != nil {
+		return w.fail(err)
+	}
+	if uint64(len(key)) > math.MaxUint32 || uint64(len(value)) > math.MaxUint32 {
+		return w.fail(fmt.Errorf("%w: key of %d bytes, value of %d bytes", ErrInvalidNode, len(key), len(value)))
+	}
+	if w.leafCount >= MaxLeaves {
+		return w.fail(fmt.Errorf("%w: more than %d leaves", ErrInvalidNode, uint64(MaxLeaves)))
+	}
+	if w.leafCount > 0 && bytes.Compare(key, w.lastKey) <= 0 {
+		return w.fail(fmt.Errorf("%w: leaf %d key %x after %x", ErrKeyOrder, w.leafCount, key, w.lastKey))
+	}
+	if len(w.stack) >= maxPending {
+		return w.fail(fmt.Errorf("%w: more than %d subtrees without a parent", ErrTreeShape, maxPending))
+	}
+
+	kvs := &w.files[metaFileIndexKVs]
+	putLeaf(&w.rec, hash, version, w.kvLen, uint32(len(key)), uint32(len(value)), key)
+	if _, err := w.files[metaFileIndexLeaves].buf.Write(w.rec[:]); err != nil {
+		return w.fail(fmt.Errorf("snapshot: write %s: %w", FileLeaves, err))
+	}
+	if _, err := kvs.buf.Write(key); err != nil {
+		return w.fail(fmt.Errorf("snapshot: write %s: %w", FileKVs, err))
+	}
+	if _, err := kvs.buf.Write(value); err != nil {
+		return w.fail(fmt.Errorf("snapshot: write %s: %w", FileKVs, err))
+	}
+
+	p := pending{first: w.leafCount, size: 1}
+	copy(p.hash[:], hash)
+	w.stack = append(w.stack, p)
+	w.lastKey = append(w.lastKey[:0], key...)
+	w.kvLen += uint64(len(key)) + uint64(len(value))
+	w.leafCount++
+	return nil
+}
+
+// AddBranch appends the next inner node in post-order: its children are the
+// two subtrees completed last. size must be the sum of their sizes, height
+// one more than the larger of their heights, and their heights may differ by
+// at most one.
+func (w *Writer) AddBranch(height uint8, size int64, version int64, hash []byte) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.checkNode(version, hash); err != nil {
+		return w.fail(err)
+	}
+	n := len(w.stack)
+	if n < 2 {
+		return w.fail(fmt.Errorf("%w: branch %d with %d pending subtrees", ErrTreeShape, w.branchCount, n))
+	}
+	left, right := &w.stack[n-2], &w.stack[n-1]
+	if size < 0 || uint64(size) != left.size+right.size {
+		return w.fail(fmt.Errorf("%w: branch %d size %d, children sizes %d + %d",
+			ErrTreeShape, w.branchCount, size, left.size, right.size))
+	}
+	want := int(max(left.height, right.height)) + 1
+	if int(height) != want {
+		return w.fail(fmt.Errorf("%w: branch %d height %d, want %d", ErrTreeShape, w.branchCount, height, want))
+	}
+	if d := int(left.height) - int(right.height); d < -1 || d > 1 {
+		return w.fail(fmt.Errorf("%w: branch %d children heights %d and %d", ErrTreeShape, w.branchCount, left.height, right.height))
+	}
+
+	putBranch(&w.rec, hash, version, uint64(size), left.first, right.first, height)
+	if _, err := w.files[metaFileIndexBranch].buf.Write(w.rec[:]); err != nil {
+		return w.fail(fmt.Errorf("snapshot: write %s: %w", FileBranches, err))
+	}
+	left.size = uint64(size)
+	left.height = height
+	copy(left.hash[:], hash)
+	w.stack = w.stack[:n-1]
+	w.branchCount++
+	return nil
+}
+
+// Finish completes the snapshot: exactly one subtree (the root) or none (the
+// empty tree) must be pending. It flushes and fsyncs the data files, writes
+// and fsyncs meta, fsyncs the temporary directory, renames it to the target
+// and fsyncs the parent directory. On error the caller should call Abort.
+func (w *Writer) Finish() error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if len(w.stack) > 1 {
+		return w.fail(fmt.Errorf("%w: %d subtrees without a parent at finish", ErrTreeShape, len(w.stack)))
+	}
+	m := meta{
+		formatVersion: FormatVersion,
+		treeVersion:   w.version,
+		leafCount:     w.leafCount,
+		branchCount:   w.branchCount,
+	}
+	if len(w.stack) == 1 {
+		m.rootHash = w.stack[0].hash
+	} else {
+		copy(m.rootHash[:], nodehash.Empty())
+	}
+	for i := range w.files {
+		df := &w.files[i]
+		name := dataFileNames[i]
+		if err := df.buf.Flush(); err != nil {
+			return w.fail(fmt.Errorf("snapshot: write %s: %w", name, err))
+		}
+		if err := df.f.Sync(); err != nil {
+			return w.fail(fmt.Errorf("snapshot: sync %s: %w", name, err))
+		}
+		err := df.f.Close()
+		df.f = nil
+		if err != nil {
+			return w.fail(fmt.Errorf("snapshot: close %s: %w", name, err))
+		}
+		m.files[i] = fileInfo{length: df.n, crc: df.crc}
+	}
+	if err := writeFileSync(filepath.Join(w.tmp, FileMeta), m.encode()); err != nil {
+		return w.fail(err)
+	}
+	if err := syncDir(w.tmp); err != nil {
+		return w.fail(err)
+	}
+	// rename(2) would replace an empty directory: refuse any existing one.
+	if err := checkAbsent(w.dir); err != nil {
+		return w.fail(err)
+	}
+	if err := os.Rename(w.tmp, w.dir); err != nil {
+		return w.fail(fmt.Errorf("snapshot: %w", err))
+	}
+	w.finished = true
+	w.tmp = ""
+	if err := syncDir(filepath.Dir(w.dir)); err != nil {
+		return w.fail(err)
+	}
+	return nil
+}
+
+// Abort stops the writer and removes its temporary directory. It does
+// nothing after a successful Finish, and may be called more than once.
+func (w *Writer) Abort() error {
+	var errs []error
+	for i := range w.files {
+		if f := w.files[i].f; f != nil {
+			if err := f.Close(); err != nil {
+				errs = append(errs, err)
+			}
+			w.files[i].f = nil
+		}
+	}
+	if w.tmp != "" {
+		if err := os.RemoveAll(w.tmp); err != nil {
+			errs = append(errs, err)
+		}
+		w.tmp = ""
+	}
+	if !w.finished {
+		w.finished = true
+		_ = w.fail(ErrClosed)
+	}
+	return errors.Join(errs...)
+}
+
+func writeFileSync(path string, b [MetaSize]byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if _, err := f.Write(b[:]); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("snapshot: write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("snapshot: sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("snapshot: close %s: %w", path, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	serr := d.Sync()
+	cerr := d.Close()
+	if serr != nil {
+		return fmt.Errorf("snapshot: sync directory %s: %w", dir, serr)
+	}
+	if cerr != nil {
+		return fmt.Errorf("snapshot: %w", cerr)
+	}
+	return nil
+}
