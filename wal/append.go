@@ -1,0 +1,455 @@
+package wal
+
+import (
+	"fmt"
+	"time"
+)
+
+const (
+	// maxCoalesce bounds the buffer in which the background writer joins
+	// the records of a batch into one write call; a larger batch is
+	// written with several calls (and still at most one fsync).
+	maxCoalesce = 4 << 20
+	// maxKeptBuffer is the largest encoding buffer kept for reuse.
+	maxKeptBuffer = 16 << 20
+)
+
+// pendingRecord is an encoded record on its way to the active segment.
+type pendingRecord struct {
+	data    []byte
+	version int64
+}
+
+// Append logs e, whose version must be the last version plus one (any
+// version >= 1 for an empty log, or the version after the one passed to
+// TruncateBack).
+//
+// Append encodes e before it returns and does not retain any of e's
+// slices: the caller may reuse its buffers at once, and the log never holds
+// a second copy of values beyond the encoded record (and, in asynchronous
+// mode, at most AsyncBuffer queued records).
+//
+// In synchronous mode (AsyncBuffer 0) Append writes the record to the
+// active segment and, under SyncEveryCommit, fsyncs it before returning;
+// under SyncGrouped it fsyncs when the group is full or old enough.
+//
+// In asynchronous mode Append queues the record for the background writer
+// and returns; it blocks while the queue is full. A write or fsync failure
+// of the writer is sticky: it is returned by this and every later Append,
+// Flush and Close, and wakes an Append blocked on the full queue. The log
+// must then be closed and reopened (which repairs a torn tail).
+func (l *Log) Append(e Entry) error {
+	if l.queue != nil {
+		return l.appendAsync(&e)
+	}
+	return l.appendSync(&e)
+}
+
+// checkVersionLocked checks that v may be appended next; app must be held.
+func (l *Log) checkVersionLocked(v int64) error {
+	if v < 1 {
+		return fmt.Errorf("%w: version %d", ErrInvalidEntry, v)
+	}
+	if l.app.next != 0 && v != l.app.next {
+		return fmt.Errorf("%w: got version %d, want %d", ErrVersionNotNext, v, l.app.next)
+	}
+	return nil
+}
+
+func (l *Log) appendSync(e *Entry) error {
+	l.app.Lock()
+	defer l.app.Unlock()
+	if err := l.checkWritableLocked(); err != nil {
+		return err
+	}
+	if err := l.checkVersionLocked(e.Version); err != nil {
+		return err
+	}
+	rec, err := appendRecord(l.app.buf[:0], e)
+	if err != nil {
+		return err
+	}
+	if cap(rec) <= maxKeptBuffer {
+		l.app.buf = rec
+	} else {
+		l.app.buf = nil
+	}
+
+	l.w.Lock()
+	recs := append(l.w.pend[:0], pendingRecord{data: rec, version: e.Version})
+	err = l.writeLocked(recs)
+	recs[0] = pendingRecord{}
+	l.w.pend = recs[:0]
+	if err == nil {
+		err = l.syncAfterWriteLocked(1, false)
+	}
+	if err != nil {
+		l.fail(err)
+	}
+	unsynced := l.w.unsynced > 0
+	l.w.Unlock()
+	if err != nil {
+		return err
+	}
+	l.app.next = e.Version + 1
+	if unsynced && l.opts.Sync == SyncGrouped {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// getBuf returns a record buffer for an asynchronous append. The writer
+// hands buffers back through a free list as long as the queue, so in steady
+// state appends reuse them instead of allocating.
+func (l *Log) getBuf() *[]byte {
+	select {
+	case bp := <-l.free:
+		return bp
+	default:
+		return new([]byte)
+	}
+}
+
+func (l *Log) putBuf(bp *[]byte) {
+	if cap(*bp) > maxKeptBuffer {
+		return
+	}
+	*bp = (*bp)[:0]
+	select {
+	case l.free <- bp:
+	default:
+	}
+}
+
+func (l *Log) appendAsync(e *Entry) error {
+	bp := l.getBuf()
+	rec, err := appendRecord((*bp)[:0], e)
+	if err != nil {
+		l.putBuf(bp)
+		return err
+	}
+	*bp = rec
+
+	l.app.Lock()
+	defer l.app.Unlock()
+	err = l.checkWritableLocked()
+	if err == nil {
+		err = l.checkVersionLocked(e.Version)
+	}
+	if err != nil {
+		l.putBuf(bp)
+		return err
+	}
+	select {
+	case l.queue <- request{rec: bp, version: e.Version}:
+	case <-l.failed:
+		l.putBuf(bp)
+		return l.stickyErr()
+	}
+	l.app.next = e.Version + 1
+	l.mu.Lock()
+	if l.mu.first == 0 {
+		l.mu.first = e.Version
+	}
+	if l.mu.last < e.Version {
+		l.mu.last = e.Version
+	}
+	err = l.mu.err
+	l.mu.Unlock()
+	return err
+}
+
+// Flush waits until every entry appended before the call is written to its
+// segment file and, unless the policy is SyncNone, fsynced. It returns the
+// sticky writer error if there is one.
+func (l *Log) Flush() error {
+	l.app.Lock()
+	if l.app.closed {
+		l.app.Unlock()
+		return ErrClosed
+	}
+	if l.opts.ReadOnly {
+		l.app.Unlock()
+		return nil
+	}
+	if l.queue != nil {
+		done, err := l.sendFlushLocked(true)
+		l.app.Unlock()
+		if err != nil {
+			return err
+		}
+		return <-done
+	}
+	defer l.app.Unlock()
+	l.w.Lock()
+	defer l.w.Unlock()
+	if err := l.stickyErr(); err != nil {
+		return err
+	}
+	if err := l.syncAfterWriteLocked(0, true); err != nil {
+		l.fail(err)
+		return err
+	}
+	return nil
+}
+
+// sendFlushLocked queues a flush marker; app must be held. The writer
+// answers every marker, also after a failure.
+func (l *Log) sendFlushLocked(sync bool) (chan error, error) {
+	done := make(chan error, 1)
+	select {
+	case l.queue <- request{done: done, sync: sync}:
+		return done, nil
+	case <-l.failed:
+		return nil, l.stickyErr()
+	}
+}
+
+// flushQueueLocked waits until the writer has written everything queued;
+// app must be held.
+func (l *Log) flushQueueLocked(sync bool) error {
+	done, err := l.sendFlushLocked(sync)
+	if err != nil {
+		return err
+	}
+	return <-done
+}
+
+// run is the background goroutine: in asynchronous mode it writes the
+// queued records, and under SyncGrouped it fsyncs when the oldest unsynced
+// entry reaches GroupInterval. It exits when Close closes stop.
+func (l *Log) run() {
+	defer l.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
+	var reqs []request
+	for {
+		select {
+		case req := <-l.queue:
+			reqs = l.runBatch(append(reqs[:0], req))
+		case <-l.kick:
+		case <-timer.C:
+			armed = false
+			l.syncIfDue()
+		case <-l.stop:
+			timer.Stop()
+			return
+		}
+		if l.opts.Sync == SyncGrouped && !armed {
+			if d, ok := l.syncDeadline(); ok {
+				timer.Reset(d)
+				armed = true
+			}
+		}
+	}
+}
+
+// runBatch drains the queue behind reqs[0], writes all their records with
+// as few write calls as possible and fsyncs at most once (plus once per
+// segment rollover), then answers the flush markers.
+func (l *Log) runBatch(reqs []request) []request {
+	for n := len(l.queue); n > 0; n-- {
+		reqs = append(reqs, <-l.queue)
+	}
+	l.w.Lock()
+	err := l.stickyErr()
+	if err == nil {
+		recs := l.w.pend[:0]
+		force := false
+		for _, r := range reqs {
+			if r.done != nil {
+				force = force || r.sync
+				continue
+			}
+			recs = append(recs, pendingRecord{data: *r.rec, version: r.version})
+		}
+		err = l.writeLocked(recs)
+		if err == nil {
+			err = l.syncAfterWriteLocked(len(recs), force)
+		}
+		clear(recs)
+		l.w.pend = recs[:0]
+		if err != nil {
+			l.fail(err)
+		}
+	}
+	l.w.Unlock()
+	for i, r := range reqs {
+		if r.done != nil {
+			r.done <- err
+		} else {
+			l.putBuf(r.rec)
+		}
+		reqs[i] = request{}
+	}
+	return reqs[:0]
+}
+
+// syncDeadline returns how long until the oldest unsynced entry is due.
+func (l *Log) syncDeadline() (time.Duration, bool) {
+	l.w.Lock()
+	defer l.w.Unlock()
+	if l.w.unsynced == 0 || l.w.f == nil || l.stickyErr() != nil {
+		return 0, false
+	}
+	return max(0, l.opts.GroupInterval-time.Since(l.w.oldest)), true
+}
+
+// syncIfDue fsyncs when the oldest unsynced entry is GroupInterval old.
+func (l *Log) syncIfDue() {
+	l.w.Lock()
+	defer l.w.Unlock()
+	if l.w.unsynced == 0 || l.w.f == nil || l.stickyErr() != nil {
+		return
+	}
+	if time.Since(l.w.oldest) < l.opts.GroupInterval {
+		return
+	}
+	if err := l.syncLocked(); err != nil {
+		l.fail(err)
+	}
+}
+
+// syncAfterWriteLocked accounts for n newly written entries and fsyncs as
+// the policy requires; force asks for an fsync unless the policy is
+// SyncNone. w must be held.
+func (l *Log) syncAfterWriteLocked(n int, force bool) error {
+	if n > 0 {
+		if l.w.unsynced == 0 {
+			l.w.oldest = time.Now()
+		}
+		l.w.unsynced += n
+	}
+	if l.w.unsynced == 0 || l.w.f == nil {
+		return nil
+	}
+	switch l.opts.Sync {
+	case SyncEveryCommit:
+		return l.syncLocked()
+	case SyncGrouped:
+		if force || l.w.unsynced >= l.opts.GroupCount || time.Since(l.w.oldest) >= l.opts.GroupInterval {
+			return l.syncLocked()
+		}
+	}
+	return nil
+}
+
+func (l *Log) syncLocked() error {
+	if err := l.w.f.Sync(); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), err)
+	}
+	l.w.unsynced = 0
+	l.w.oldest = time.Time{}
+	return nil
+}
+
+// writeLocked writes records in order to the active segment, starting a
+// new segment whenever the next record would take the active one past
+// SegmentSize. w must be held.
+func (l *Log) writeLocked(recs []pendingRecord) error {
+	start, pending := 0, int64(0)
+	for i := range recs {
+		r := &recs[i]
+		cur := l.w.size + pending
+		if l.w.f == nil || (cur > segmentHeaderSize && cur+int64(len(r.data)) > l.opts.SegmentSize) {
+			if err := l.writeRunLocked(recs[start:i]); err != nil {
+				return err
+			}
+			start, pending = i, 0
+			if err := l.rollLocked(r.version); err != nil {
+				return err
+			}
+		} else if pending > 0 && pending+int64(len(r.data)) > maxCoalesce {
+			if err := l.writeRunLocked(recs[start:i]); err != nil {
+				return err
+			}
+			start, pending = i, 0
+		}
+		pending += int64(len(r.data))
+	}
+	return l.writeRunLocked(recs[start:])
+}
+
+// writeRunLocked writes consecutive records with one write call and makes
+// them visible to readers.
+func (l *Log) writeRunLocked(run []pendingRecord) error {
+	if len(run) == 0 {
+		return nil
+	}
+	data := run[0].data
+	if len(run) > 1 {
+		buf := l.w.batch[:0]
+		for _, r := range run {
+			buf = append(buf, r.data...)
+		}
+		l.w.batch = buf
+		data = buf
+	}
+	if _, err := l.w.f.WriteAt(data, l.w.size); err != nil {
+		return fmt.Errorf("wal: write %s at offset %d: %w", l.segmentPath(l.w.base), l.w.size, err)
+	}
+	l.w.size += int64(len(data))
+	v := run[len(run)-1].version
+
+	l.mu.Lock()
+	l.mu.segments[len(l.mu.segments)-1].size = l.w.size
+	l.mu.written = v
+	if l.mu.first == 0 {
+		l.mu.first = run[0].version
+	}
+	if l.mu.last < v {
+		l.mu.last = v
+	}
+	l.written.Broadcast()
+	l.mu.Unlock()
+	return nil
+}
+
+// rollLocked finishes the active segment (fsync, close) and starts a new
+// one whose first record will have version base. The new file gets its
+// header under a temporary name and is renamed into place once durable, so
+// a segment file on disk always has a complete header. w must be held.
+func (l *Log) rollLocked(base int64) error {
+	if l.w.f != nil {
+		if err := l.w.f.Sync(); err != nil {
+			return fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), err)
+		}
+		l.w.unsynced = 0
+		l.w.oldest = time.Time{}
+		err := l.w.f.Close()
+		l.w.f = nil
+		if err != nil {
+			return fmt.Errorf("wal: close %s: %w", l.segmentPath(l.w.base), err)
+		}
+	}
+	path := l.segmentPath(base)
+	tmp := path + tmpExt
+	f, err := l.fs.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("wal: create %s: %w", tmp, err)
+	}
+	hdr := appendSegmentHeader(make([]byte, 0, segmentHeaderSize), base)
+	if _, err = f.WriteAt(hdr, 0); err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = l.fs.Rename(tmp, path)
+	}
+	if err == nil {
+		err = l.fs.SyncDir(l.dir)
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("wal: create segment %s: %w", path, err)
+	}
+	l.w.f, l.w.base, l.w.size = f, base, segmentHeaderSize
+
+	l.mu.Lock()
+	l.mu.segments = append(l.mu.segments, segment{base: base, path: path, size: segmentHeaderSize})
+	l.mu.Unlock()
+	return nil
+}

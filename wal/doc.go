@@ -1,0 +1,74 @@
+// Package wal is the database's write-ahead log: one Entry (the changesets
+// and store upgrades of one version) per record, versions strictly
+// consecutive, each record checksummed with CRC32C.
+//
+// # Files
+//
+// A log is a directory of segment files named after the version of their
+// first record, zero-padded to 20 digits ("00000000000000000001.wal").
+// The writer appends to the newest segment and starts a new one when the
+// next record would take it past Options.SegmentSize. Each segment starts
+// with a header carrying a magic number and the format version. format.go
+// defines the bytes of the header, the record frame and the entry encoding.
+//
+// # Appending
+//
+// Append encodes the entry into the log's own buffer before it returns and
+// keeps none of the caller's slices. With Options.AsyncBuffer 0 it then
+// writes the record itself (synchronous mode). With AsyncBuffer N > 0 it
+// queues the record for a background goroutine (asynchronous mode) and
+// blocks while N records wait. The goroutine takes everything queued,
+// writes it with one write call (records are coalesced up to a few MiB) and
+// fsyncs at most once for the batch: concurrent appenders share an fsync
+// (group commit). A write or fsync failure is sticky: it is returned by the
+// next Append, Flush and Close, and the log must be reopened.
+//
+// # What a crash can lose
+//
+// A process crash (the program dies, the operating system survives) loses
+// only records not yet handed to the operating system: in synchronous mode
+// nothing whose Append returned; in asynchronous mode the entries still
+// queued or being written, at most 2*AsyncBuffer+1 entries, and nothing
+// appended before a Flush that returned.
+//
+// A machine crash (power loss, kernel panic) loses what was not fsynced.
+// Per policy:
+//
+//   - SyncEveryCommit, synchronous: nothing whose Append returned.
+//   - SyncEveryCommit, asynchronous: every batch is fsynced before the next
+//     is taken, so at most the queued and in-flight entries, at most
+//     2*AsyncBuffer+1, and nothing appended before a Flush that returned.
+//   - SyncGrouped: the entries written since the last fsync, fewer than
+//     GroupCount, plus in asynchronous mode up to 2*AsyncBuffer+1 queued or
+//     in-flight entries; and no entry written more than GroupInterval ago
+//     (plus the time of one fsync and scheduling delay), because a timer
+//     fsyncs the oldest unsynced entry when it reaches that age. Nothing
+//     appended before a Flush that returned.
+//   - SyncNone: every entry of the newest segment that the operating system
+//     had not yet written back, plus in asynchronous mode the queued
+//     entries. Older segments are complete and durable: a segment is
+//     fsynced before the next one is created. Flush does not fsync under
+//     this policy; Close does.
+//
+// Whatever the policy, a crash loses a suffix of the log, never an entry in
+// the middle, as long as the file system persists a file's data in order
+// (which fsync guarantees for fsynced data). It can leave a torn last
+// record, which Open cuts off. Under SyncGrouped and SyncNone, a file system
+// that writes back unsynced pages out of order can leave a zeroed gap before
+// later unsynced records; Open or Replay reports that as corruption rather
+// than drop records it cannot prove were unacknowledged.
+//
+// # Reading and recovery
+//
+// Open checks the segment headers and the record frames of the newest
+// segment, and repairs a torn tail (a record cut short, or a final record
+// whose checksum fails, is cut off; the file is truncated and fsynced); it
+// reads no record body but the last, so it costs little however large the
+// log. Replay verifies every record it reads, and Verify reads them all. A
+// damaged record anywhere but at the tail, a damaged segment header or a
+// gap in the versions is an error wrapping ErrCorrupt that names the file
+// and byte offset (see CorruptionError); the log never serves a record
+// whose checksum fails. Replay reads a range of versions and may run while
+// entries are appended. TruncateFront drops old segments once their entries
+// are in a snapshot; TruncateBack rolls the log back.
+package wal

@@ -1,0 +1,106 @@
+package wal
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// fileSystem is the seam through which the log does all its file I/O, so
+// tests can inject write and sync failures and simulate crashes that keep
+// only what was fsynced. Paths are full paths.
+type fileSystem interface {
+	MkdirAll(dir string) error
+	// ReadDir returns the names of the entries in dir.
+	ReadDir(dir string) ([]string, error)
+	// Create creates (or truncates) a file for reading and writing.
+	Create(path string) (file, error)
+	// OpenFile opens an existing file, for writing too unless readOnly.
+	OpenFile(path string, readOnly bool) (file, error)
+	Rename(oldPath, newPath string) error
+	Remove(path string) error
+	// SyncDir makes the directory's entries (creations, renames,
+	// removals) durable.
+	SyncDir(dir string) error
+}
+
+// file is an open file. The log writes with WriteAt at offsets it tracks.
+type file interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	Sync() error
+	Truncate(size int64) error
+	Size() (int64, error)
+}
+
+// osFS is the operating system's file system.
+type osFS struct{}
+
+type osFile struct{ *os.File }
+
+func (f osFile) Size() (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+func (osFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+
+func (osFS) ReadDir(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+func (osFS) Create(path string) (file, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) OpenFile(path string, readOnly bool) (file, error) {
+	flag := os.O_RDWR
+	if readOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Rename(oldPath, newPath string) error { return os.Rename(oldPath, newPath) }
+
+func (osFS) Remove(path string) error { return os.Remove(path) }
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(filepath.Clean(dir))
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	// Some file systems do not support fsync on directories; there is
+	// nothing more the log can do on them.
+	if errors.Is(err, os.ErrInvalid) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,369 @@
+package wal
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// KVPair is one change to a store: a set of Key to Value, or a delete of Key.
+// A set of an empty (non-nil, zero-length) Value is legal and distinct from
+// a delete.
+type KVPair struct {
+	Delete bool
+	Key    []byte
+	Value  []byte
+}
+
+// ChangeSet is one store's changes in one version, in order.
+type ChangeSet struct {
+	Name  string
+	Pairs []KVPair
+}
+
+// RenamedStore is a store renamed by an upgrade.
+type RenamedStore struct {
+	OldName, NewName string
+}
+
+// Upgrades are the store additions, renames and deletions applied in a
+// version.
+type Upgrades struct {
+	Added   []string
+	Renamed []RenamedStore
+	Deleted []string
+}
+
+// Entry is everything logged for one version.
+type Entry struct {
+	Version    int64
+	ChangeSets []ChangeSet
+	Upgrades   Upgrades
+}
+
+// Log is a write-ahead log of entries with consecutive versions, stored in
+// a directory of segment files. All methods are safe for concurrent use.
+//
+// Lock order: truncMu, then app, then w, then mu. Replay holds truncMu
+// shared and then takes only mu; the background goroutine takes w and mu.
+type Log struct {
+	dir  string
+	opts Options
+	fs   fileSystem
+
+	// truncMu is held shared by Replay and exclusively by TruncateFront,
+	// TruncateBack and Close, so files never vanish or shrink under a
+	// reader.
+	truncMu sync.RWMutex
+
+	// app serializes appenders: version assignment and the order in which
+	// records reach the writer.
+	app struct {
+		sync.Mutex
+		next   int64  // version the next Append must carry; 0: any version >= 1
+		closed bool   // set by Close
+		buf    []byte // encoding buffer of synchronous appends
+	}
+
+	// w is the writer's state: the active (newest) segment file. It is held
+	// by whoever writes or fsyncs: a synchronous Append, the background
+	// goroutine, truncation and Close.
+	w struct {
+		sync.Mutex
+		f        file  // active segment; nil when the log has no segment
+		base     int64 // base version of f
+		size     int64 // bytes written to f
+		unsynced int   // entries written to f since its last fsync
+		oldest   time.Time
+		batch    []byte          // coalescing buffer of the background writer
+		pend     []pendingRecord // reused list of records to write
+	}
+
+	// mu guards the state readers see. Critical sections are short and do
+	// no I/O.
+	mu struct {
+		sync.Mutex
+		segments []segment
+		first    int64 // first version of the log; 0 when empty
+		last     int64 // last accepted version; 0 when empty
+		written  int64 // last version whose record is written to its file
+		err      error // sticky writer error
+		closed   bool
+	}
+	// written is signalled (with mu held) when mu.written, mu.err or
+	// mu.closed change.
+	written *sync.Cond
+
+	queue  chan request  // asynchronous mode: encoded records for the writer
+	kick   chan struct{} // tells the goroutine that unsynced data appeared
+	stop   chan struct{} // closed by Close
+	failed chan struct{} // closed when mu.err is set
+	wg     sync.WaitGroup
+	free   chan *[]byte // asynchronous mode: record buffers for reuse
+}
+
+// request is one item of the writer's queue: an encoded record, or a flush
+// marker when done is set.
+type request struct {
+	rec     *[]byte
+	version int64
+	done    chan error // flush marker: receives the outcome
+	sync    bool       // flush marker: fsync (unless SyncNone)
+}
+
+// Open opens the log in dir, creating the directory if needed (unless
+// opts.ReadOnly).
+//
+// Open checks every segment header and walks the records of the newest
+// segment: it checks each frame header and version and verifies the body
+// checksum of the last record, without reading the other bodies (Replay
+// verifies each body it reads; Verify reads them all). A torn tail of the
+// newest segment (what a crash during an append leaves, see scanSegment)
+// is cut off: the file is truncated to the end of the last good record and
+// fsynced; a newest segment left without records is removed. A corrupted
+// last record is indistinguishable from a torn one and is cut off the same
+// way. Other damage that Open meets fails it with an error wrapping
+// ErrCorrupt that names the file and offset.
+//
+// With opts.ReadOnly, Open modifies nothing: the torn tail is just ignored.
+func Open(dir string, opts Options) (*Log, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{
+		dir:    filepath.Clean(dir),
+		opts:   opts,
+		fs:     opts.fs,
+		failed: make(chan struct{}),
+		stop:   make(chan struct{}),
+		kick:   make(chan struct{}, 1),
+	}
+	l.written = sync.NewCond(&l.mu.Mutex)
+	if err := l.load(); err != nil {
+		return nil, err
+	}
+	if opts.ReadOnly {
+		return l, nil
+	}
+	if opts.AsyncBuffer > 0 {
+		l.queue = make(chan request, opts.AsyncBuffer)
+		l.free = make(chan *[]byte, opts.AsyncBuffer+1)
+	}
+	if opts.AsyncBuffer > 0 || opts.Sync == SyncGrouped {
+		l.wg.Add(1)
+		go l.run()
+	}
+	return l, nil
+}
+
+// load reads the directory, repairs the tail and fills in the state.
+func (l *Log) load() (err error) {
+	fs, ro := l.fs, l.opts.ReadOnly
+	if !ro {
+		if err := fs.MkdirAll(l.dir); err != nil {
+			return fmt.Errorf("wal: create %s: %w", l.dir, err)
+		}
+	}
+	bases, tmps, err := listSegments(fs, l.dir)
+	if err != nil {
+		return fmt.Errorf("wal: list %s: %w", l.dir, err)
+	}
+	if !ro && len(tmps) > 0 {
+		// Segments are created under a temporary name and renamed once
+		// their header is durable; leftovers hold no record.
+		for _, name := range tmps {
+			if err := fs.Remove(filepath.Join(l.dir, name)); err != nil {
+				return fmt.Errorf("wal: remove %s: %w", name, err)
+			}
+		}
+		if err := fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+		}
+	}
+
+	segs := make([]segment, 0, len(bases))
+	for _, base := range bases {
+		s := segment{base: base, path: l.segmentPath(base)}
+		f, err := fs.OpenFile(s.path, true)
+		if err != nil {
+			return fmt.Errorf("wal: open %s: %w", s.path, err)
+		}
+		s.size, err = checkSegmentHeader(f, s.path, base)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		segs = append(segs, s)
+	}
+
+	// Find the last version in the newest segment, repairing its tail. A
+	// newest segment without records is dropped and the one before it
+	// becomes the newest; only the file that was newest on disk may have a
+	// torn tail, since a segment is fsynced before the next one is created.
+	var last int64
+	var active file
+	defer func() {
+		if err != nil && active != nil {
+			active.Close()
+		}
+	}()
+	tail := true
+	for len(segs) > 0 {
+		s := &segs[len(segs)-1]
+		f, err := fs.OpenFile(s.path, ro)
+		if err != nil {
+			return fmt.Errorf("wal: open %s: %w", s.path, err)
+		}
+		end, lastV, err := scanSegment(f, s.path, s.base, s.size, tail, !tail)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		tail = false
+		if end < s.size && !ro {
+			if err := f.Truncate(end); err != nil {
+				f.Close()
+				return fmt.Errorf("wal: truncate torn tail of %s: %w", s.path, err)
+			}
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return fmt.Errorf("wal: sync %s: %w", s.path, err)
+			}
+		}
+		s.size = end
+		if lastV >= s.base {
+			last = lastV
+			if ro {
+				f.Close()
+			} else {
+				active = f
+			}
+			break
+		}
+		f.Close()
+		if !ro {
+			if err := fs.Remove(s.path); err != nil {
+				return fmt.Errorf("wal: remove empty segment %s: %w", s.path, err)
+			}
+			if err := fs.SyncDir(l.dir); err != nil {
+				return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+			}
+		}
+		segs = segs[:len(segs)-1]
+	}
+
+	l.mu.segments = segs
+	l.mu.last, l.mu.written = last, last
+	if len(segs) > 0 {
+		l.mu.first = segs[0].base
+	}
+	if last > 0 {
+		l.app.next = last + 1
+	}
+	if active != nil {
+		s := segs[len(segs)-1]
+		l.w.f, l.w.base, l.w.size = active, s.base, s.size
+	}
+	return nil
+}
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// FirstVersion returns the version of the first readable entry, or 0 when
+// the log is empty. After TruncateFront it is the first version of the
+// oldest remaining segment, which may be older than the version passed.
+func (l *Log) FirstVersion() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.first
+}
+
+// LastVersion returns the version of the last appended entry, or 0 when the
+// log is empty. In asynchronous mode the entry may still be queued; Replay
+// waits for it to be written.
+func (l *Log) LastVersion() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.last
+}
+
+// stickyErr returns the writer error, if any.
+func (l *Log) stickyErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.err
+}
+
+// fail records the first writer error; every later Append, Flush, Close and
+// waiting Replay reports it.
+func (l *Log) fail(err error) {
+	l.mu.Lock()
+	if l.mu.err == nil {
+		l.mu.err = err
+		close(l.failed)
+	}
+	l.written.Broadcast()
+	l.mu.Unlock()
+}
+
+// Close flushes queued entries, fsyncs what is unsynced (under every
+// policy), stops and joins the background goroutine and closes the files.
+// It returns the sticky writer error if there is one. It waits for running
+// Replay calls to finish. Later calls return ErrClosed.
+func (l *Log) Close() error {
+	l.truncMu.Lock()
+	defer l.truncMu.Unlock()
+	l.app.Lock()
+	if l.app.closed {
+		l.app.Unlock()
+		return ErrClosed
+	}
+	var err error
+	if l.queue != nil {
+		err = l.flushQueueLocked(false)
+	}
+	l.app.closed = true
+	l.app.Unlock()
+
+	close(l.stop)
+	l.wg.Wait()
+
+	l.w.Lock()
+	if err == nil {
+		err = l.stickyErr()
+	}
+	if l.w.f != nil {
+		if err == nil && l.w.unsynced > 0 {
+			if serr := l.w.f.Sync(); serr != nil {
+				err = fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), serr)
+			}
+			l.w.unsynced = 0
+		}
+		if cerr := l.w.f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("wal: close %s: %w", l.segmentPath(l.w.base), cerr)
+		}
+		l.w.f = nil
+	}
+	l.w.Unlock()
+
+	l.mu.Lock()
+	l.mu.closed = true
+	l.written.Broadcast()
+	l.mu.Unlock()
+	return err
+}
+
+// checkWritableLocked checks the preconditions of a modifying call; app
+// must be held.
+func (l *Log) checkWritableLocked() error {
+	if l.app.closed {
+		return ErrClosed
+	}
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	return l.stickyErr()
+}

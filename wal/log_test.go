@@ -1,0 +1,386 @@
+package wal
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestAppendReplayReopen(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 200, smallShape)
+	dir := filepath.Join(t.TempDir(), "wal")
+	l := mustOpen(t, dir, Options{Sync: SyncNone})
+	if l.FirstVersion() != 0 || l.LastVersion() != 0 {
+		t.Fatalf("empty log: %d..%d", l.FirstVersion(), l.LastVersion())
+	}
+	mustAppend(t, l, entries...)
+	if l.FirstVersion() != 1 || l.LastVersion() != 200 {
+		t.Fatalf("after appends: %d..%d", l.FirstVersion(), l.LastVersion())
+	}
+	checkReplay(t, l, entries)
+	for range 50 {
+		from := 1 + rng.Int64N(200)
+		to := from + rng.Int64N(201-from)
+		got, err := collect(l, from, to)
+		if err != nil || int64(len(got)) != to-from+1 {
+			t.Fatalf("replay %d..%d: %d entries, %v", from, to, len(got), err)
+		}
+		for i, e := range got {
+			if d := entryDiff(entries[from-1+int64(i)], e); d != "" {
+				t.Fatal(d)
+			}
+		}
+	}
+	mustClose(t, l)
+
+	l = mustOpen(t, dir, Options{})
+	defer l.Close()
+	if l.FirstVersion() != 1 || l.LastVersion() != 200 {
+		t.Fatalf("after reopen: %d..%d", l.FirstVersion(), l.LastVersion())
+	}
+	checkReplay(t, l, entries)
+}
+
+func TestReplayErrors(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 10, smallShape)
+	fs := newMemFS()
+	l := mustOpen(t, memDir, Options{fs: fs})
+	if _, err := collect(l, 1, 1); !errors.Is(err, ErrVersionNotFound) {
+		t.Fatalf("replay of an empty log: %v", err)
+	}
+	mustAppend(t, l, entries...)
+	for _, r := range [][2]int64{{0, 5}, {5, 11}, {11, 11}, {-3, -1}} {
+		if _, err := collect(l, r[0], r[1]); !errors.Is(err, ErrVersionNotFound) {
+			t.Fatalf("replay %d..%d: %v, want ErrVersionNotFound", r[0], r[1], err)
+		}
+	}
+	if got, err := collect(l, 6, 5); err != nil || len(got) != 0 {
+		t.Fatalf("empty range: %d entries, %v", len(got), err)
+	}
+	stop := errors.New("stop")
+	calls := 0
+	err := l.Replay(1, 10, func(Entry) error {
+		calls++
+		if calls == 3 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || calls != 3 {
+		t.Fatalf("callback error: %v after %d calls", err, calls)
+	}
+	mustClose(t, l)
+	if _, err := collect(l, 1, 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("replay after close: %v", err)
+	}
+	for name, err := range map[string]error{
+		"append":         l.Append(entries[0]),
+		"flush":          l.Flush(),
+		"close":          l.Close(),
+		"truncate front": l.TruncateFront(1),
+		"truncate back":  l.TruncateBack(1),
+	} {
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("%s after close: %v", name, err)
+		}
+	}
+}
+
+func TestVersionContinuity(t *testing.T) {
+	for _, async := range []int{0, 4} {
+		fs := newMemFS()
+		opts := Options{fs: fs, AsyncBuffer: async}
+		l := mustOpen(t, memDir, opts)
+		e := func(v int64) Entry { return Entry{Version: v} }
+		if err := l.Append(e(0)); !errors.Is(err, ErrInvalidEntry) {
+			t.Fatalf("version 0: %v", err)
+		}
+		if err := l.Append(e(-1)); !errors.Is(err, ErrInvalidEntry) {
+			t.Fatalf("version -1: %v", err)
+		}
+		mustAppend(t, l, e(5)) // an empty log takes any first version
+		for _, v := range []int64{5, 4, 7, 1} {
+			if err := l.Append(e(v)); !errors.Is(err, ErrVersionNotNext) {
+				t.Fatalf("async %d: append %d after 5: %v", async, v, err)
+			}
+		}
+		mustAppend(t, l, e(6))
+		if l.FirstVersion() != 5 || l.LastVersion() != 6 {
+			t.Fatalf("range %d..%d", l.FirstVersion(), l.LastVersion())
+		}
+		mustClose(t, l)
+
+		l = mustOpen(t, memDir, opts)
+		if err := l.Append(e(8)); !errors.Is(err, ErrVersionNotNext) {
+			t.Fatalf("append 8 after reopen at 6: %v", err)
+		}
+		mustAppend(t, l, e(7))
+		got, err := collect(l, 5, 7)
+		if err != nil || len(got) != 3 || got[0].Version != 5 || got[2].Version != 7 {
+			t.Fatalf("replay: %v, %v", got, err)
+		}
+		mustClose(t, l)
+	}
+}
+
+func TestSegmentRollover(t *testing.T) {
+	rng := newRand(t)
+	sh := entryShape{stores: 2, pairs: 4, keyLen: 16, valueLen: 64}
+	entries := makeEntries(rng, 300, sh)
+	// One entry far larger than a segment gets a segment of its own.
+	big := randEntry(rng, 150, entryShape{stores: 1, pairs: 1, keyLen: 8, valueLen: 1})
+	big.ChangeSets = []ChangeSet{{Name: "big", Pairs: []KVPair{{Key: []byte("k"), Value: make([]byte, 5000)}}}}
+	entries[149] = big
+
+	const segSize = 1024
+	dir := filepath.Join(t.TempDir(), "wal")
+	l := mustOpen(t, dir, Options{SegmentSize: segSize, Sync: SyncNone})
+	mustAppend(t, l, entries...)
+	checkReplay(t, l, entries)
+	mustClose(t, l)
+
+	files := segmentFiles(t, dir)
+	if len(files) < 10 {
+		t.Fatalf("only %d segments", len(files))
+	}
+	next := int64(1)
+	for _, name := range files {
+		base, _ := parseSegmentName(name)
+		if base != next {
+			t.Fatalf("segment %s: want first version %d", name, next)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := len(recordOffsets(t, data)) - 1
+		if recs == 0 {
+			t.Fatalf("segment %s holds no record", name)
+		}
+		if len(data) > segSize && recs != 1 {
+			t.Fatalf("segment %s is %d bytes with %d records", name, len(data), recs)
+		}
+		if base == 150 && recs != 1 {
+			t.Fatalf("the large entry shares segment %s", name)
+		}
+		next += int64(recs)
+	}
+	if next != 301 {
+		t.Fatalf("segments hold versions up to %d", next-1)
+	}
+	l = mustOpen(t, dir, Options{SegmentSize: segSize, ReadOnly: true})
+	checkReplay(t, l, entries)
+	mustClose(t, l)
+}
+
+func TestTruncateFront(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 100, smallShape)
+	fs := newMemFS()
+	opts := Options{fs: fs, SegmentSize: 512}
+	l := mustOpen(t, memDir, opts)
+	mustAppend(t, l, entries...)
+	segs := l.mu.segments
+	if len(segs) < 5 {
+		t.Fatalf("only %d segments", len(segs))
+	}
+	bases := make([]int64, len(segs))
+	for i, s := range segs {
+		bases[i] = s.base
+	}
+
+	// Inside the third segment: the first two go, the third stays.
+	v := bases[2] + 1
+	if err := l.TruncateFront(v); err != nil {
+		t.Fatal(err)
+	}
+	if l.FirstVersion() != bases[2] || l.LastVersion() != 100 {
+		t.Fatalf("after TruncateFront(%d): %d..%d, want %d..100", v, l.FirstVersion(), l.LastVersion(), bases[2])
+	}
+	if _, err := collect(l, bases[2]-1, 100); !errors.Is(err, ErrVersionNotFound) {
+		t.Fatalf("replay of a dropped version: %v", err)
+	}
+	checkReplay(t, l, entries)
+	if names := fs.names(memDir); len(names) != len(bases)-2 || names[0] != segmentName(bases[2]) {
+		t.Fatalf("files: %v", names)
+	}
+	// Older than what is left: no-op.
+	if err := l.TruncateFront(1); err != nil || l.FirstVersion() != bases[2] {
+		t.Fatalf("no-op TruncateFront: %v, first %d", err, l.FirstVersion())
+	}
+	// Past the end: everything but the newest segment goes.
+	if err := l.TruncateFront(1000); err != nil {
+		t.Fatal(err)
+	}
+	if l.FirstVersion() != bases[len(bases)-1] || l.LastVersion() != 100 {
+		t.Fatalf("after TruncateFront(1000): %d..%d", l.FirstVersion(), l.LastVersion())
+	}
+	checkReplay(t, l, entries)
+	more := randEntry(rng, 101, smallShape)
+	mustAppend(t, l, more)
+	mustClose(t, l)
+
+	l = mustOpen(t, memDir, opts)
+	defer l.Close()
+	if l.FirstVersion() != bases[len(bases)-1] || l.LastVersion() != 101 {
+		t.Fatalf("after reopen: %d..%d", l.FirstVersion(), l.LastVersion())
+	}
+	checkReplay(t, l, append(entries, more))
+}
+
+func TestTruncateBack(t *testing.T) {
+	for _, async := range []int{0, 8} {
+		rng := newRand(t)
+		entries := makeEntries(rng, 100, smallShape)
+		fs := newMemFS()
+		opts := Options{fs: fs, SegmentSize: 512, AsyncBuffer: async}
+		l := mustOpen(t, memDir, opts)
+		mustAppend(t, l, entries...)
+		var bases []int64
+		for _, s := range l.mu.segments {
+			bases = append(bases, s.base)
+		}
+		if len(bases) < 5 {
+			t.Fatalf("only %d segments", len(bases))
+		}
+		if err := l.TruncateBack(101); !errors.Is(err, ErrVersionNotFound) {
+			t.Fatalf("TruncateBack past the end: %v", err)
+		}
+		if err := l.TruncateBack(100); err != nil || l.LastVersion() != 100 {
+			t.Fatalf("no-op TruncateBack: %v, last %d", err, l.LastVersion())
+		}
+
+		// Each step: roll back, check, append different entries, reopen.
+		steps := []int64{
+			98,                      // inside the newest segment, or at its start
+			bases[len(bases)-2] - 1, // the end of a segment: the ones after it go
+			bases[1] + 2,            // inside an older segment
+			0,                       // everything
+		}
+		for _, v := range steps {
+			if err := l.TruncateBack(v); err != nil {
+				t.Fatalf("TruncateBack(%d): %v", v, err)
+			}
+			if l.LastVersion() != v {
+				t.Fatalf("TruncateBack(%d): LastVersion %d", v, l.LastVersion())
+			}
+			if err := l.Append(Entry{Version: v + 2}); !errors.Is(err, ErrVersionNotNext) {
+				t.Fatalf("after TruncateBack(%d), append %d: %v", v, v+2, err)
+			}
+			checkReplay(t, l, entries)
+			// New history from v+1 on.
+			entries = entries[:v]
+			for i := v; i < v+3; i++ {
+				entries = append(entries, randEntry(rng, i+1, smallShape))
+				mustAppend(t, l, entries[i])
+			}
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			checkReplay(t, l, entries)
+			mustClose(t, l)
+			l = mustOpen(t, memDir, opts)
+			if l.LastVersion() != v+3 {
+				t.Fatalf("reopen after TruncateBack(%d): LastVersion %d", v, l.LastVersion())
+			}
+			checkReplay(t, l, entries)
+		}
+		mustClose(t, l)
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	if _, err := Open(dir, Options{ReadOnly: true}); err == nil {
+		t.Fatal("read-only open of a missing directory succeeded")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("read-only open created the directory: %v", err)
+	}
+	rng := newRand(t)
+	entries := makeEntries(rng, 20, smallShape)
+
+	w := mustOpen(t, dir, Options{}) // SyncEveryCommit, synchronous
+	defer w.Close()
+	for i, e := range entries {
+		mustAppend(t, w, e)
+		// What Append returned is on disk: another Log sees it.
+		r := mustOpen(t, dir, Options{ReadOnly: true})
+		if r.LastVersion() != int64(i+1) {
+			t.Fatalf("read-only LastVersion %d after appending %d", r.LastVersion(), i+1)
+		}
+		got, err := collect(r, int64(i+1), int64(i+1))
+		if err != nil || entryDiff(e, got[0]) != "" {
+			t.Fatalf("read-only replay of %d: %v", i+1, err)
+		}
+		for name, err := range map[string]error{
+			"append":         r.Append(Entry{Version: int64(i + 2)}),
+			"truncate front": r.TruncateFront(1),
+			"truncate back":  r.TruncateBack(1),
+		} {
+			if !errors.Is(err, ErrReadOnly) {
+				t.Fatalf("read-only %s: %v", name, err)
+			}
+		}
+		mustClose(t, r)
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	for _, o := range []Options{
+		{SegmentSize: -1},
+		{SegmentSize: segmentHeaderSize},
+		{Sync: SyncPolicy(7)},
+		{GroupInterval: -1},
+		{GroupCount: -1},
+		{AsyncBuffer: -1},
+	} {
+		if _, err := Open(t.TempDir(), o); !errors.Is(err, ErrInvalidOptions) {
+			t.Fatalf("%+v: %v", o, err)
+		}
+	}
+	if got := SyncGrouped.String(); got != "grouped" {
+		t.Fatalf("String: %q", got)
+	}
+}
+
+func TestAppendDoesNotRetainBuffers(t *testing.T) {
+	for _, async := range []int{0, 4} {
+		fs := newMemFS()
+		l := mustOpen(t, memDir, Options{fs: fs, AsyncBuffer: async})
+		key, val := []byte("key"), []byte("value")
+		e := Entry{Version: 1, ChangeSets: []ChangeSet{{Name: "s", Pairs: []KVPair{{Key: key, Value: val}}}}}
+		mustAppend(t, l, e)
+		copy(key, "XXX")
+		copy(val, "XXXXX")
+		got, err := collect(l, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := got[0].ChangeSets[0].Pairs[0]
+		if string(p.Key) != "key" || string(p.Value) != "value" {
+			t.Fatalf("async %d: the log kept the caller's buffers: %q=%q", async, p.Key, p.Value)
+		}
+		mustClose(t, l)
+	}
+}
+
+func TestUnrelatedFilesIgnored(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"LOCK", "notes.txt", "1.wal", "00000000000000000000.wal"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := mustOpen(t, dir, Options{})
+	mustAppend(t, l, Entry{Version: 3})
+	mustClose(t, l)
+	files := segmentFiles(t, dir)
+	if len(files) != 1 || !strings.HasPrefix(files[0], "00000000000000000003") {
+		t.Fatalf("segments: %v", files)
+	}
+}

@@ -1,0 +1,322 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// segment describes one segment file.
+type segment struct {
+	base int64  // version of the first record (from the file name)
+	path string // full path
+	size int64  // end of the last whole, written record: readers stop here
+}
+
+func (l *Log) segmentPath(base int64) string {
+	return filepath.Join(l.dir, segmentName(base))
+}
+
+func corruptAt(path string, off int64, format string, args ...any) error {
+	return &CorruptionError{File: path, Offset: off, Reason: fmt.Sprintf(format, args...)}
+}
+
+// readFullAt reads len(b) bytes at off. A short read is reported as
+// io.ErrUnexpectedEOF.
+func readFullAt(f file, b []byte, off int64) error {
+	n, err := f.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// listSegments returns the segment base versions found in dir, sorted, and
+// the names of leftover temporary segment files.
+func listSegments(fs fileSystem, dir string) (bases []int64, tmps []string, err error) {
+	names, err := fs.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, name := range names {
+		if strings.HasSuffix(name, segmentExt+tmpExt) {
+			tmps = append(tmps, name)
+			continue
+		}
+		if base, ok := parseSegmentName(name); ok {
+			bases = append(bases, base)
+		}
+	}
+	slices.Sort(bases)
+	return bases, tmps, nil
+}
+
+// checkSegmentHeader reads and validates the header of an open segment and
+// returns the file size.
+func checkSegmentHeader(f file, path string, base int64) (int64, error) {
+	size, err := f.Size()
+	if err != nil {
+		return 0, fmt.Errorf("wal: stat %s: %w", path, err)
+	}
+	if size < segmentHeaderSize {
+		return 0, corruptAt(path, 0, "file is %d bytes, shorter than the segment header", size)
+	}
+	var hdr [segmentHeaderSize]byte
+	if err := readFullAt(f, hdr[:], 0); err != nil {
+		return 0, fmt.Errorf("wal: read %s: %w", path, err)
+	}
+	got, err := parseSegmentHeader(hdr[:])
+	if err != nil {
+		if errors.Is(err, ErrUnsupportedFormat) {
+			return 0, fmt.Errorf("wal: %s: %w", path, err)
+		}
+		return 0, corruptAt(path, 0, "%v", err)
+	}
+	if got != base {
+		return 0, corruptAt(path, 0, "header base version %d does not match the file name", got)
+	}
+	return size, nil
+}
+
+// scanSegment walks the records of a segment from the header to size and
+// returns the end of the last good record and its version (base-1 when the
+// segment holds no record).
+//
+// It checks every frame header (the length is protected by its own
+// checksum) and every record's version, but reads bodies only where it
+// must: the last record, whose checksum it verifies, and a record whose
+// version is out of sequence. With verifyAll it verifies every body.
+// Replay verifies each body it reads, so a damaged body that Open skips is
+// still never served.
+//
+// With tail set (the newest segment on disk), damage that a crash during an
+// append can leave is accepted as a torn tail, and end stops before it:
+//   - the file ends inside a record (its frame header, or a body whose
+//     length the verified frame header promises);
+//   - everything from the bad record to the end of the file is zero bytes;
+//   - the bad record is the last one in the file: its body checksum fails
+//     and nothing but zeros follows it, or its length check fails but the
+//     rest of the file is one body matching the stored body checksum.
+//
+// Any other bad record is corruption, as is every bad record when tail is
+// not set.
+func scanSegment(f file, path string, base, size int64, tail, verifyAll bool) (end, last int64, err error) {
+	var (
+		off    = int64(segmentHeaderSize)
+		next   = base
+		hdr    [frameHeaderSize + 8]byte
+		body   []byte
+		prev   = int64(-1) // offset of the last record whose body is not verified
+		prevH  frameHeader
+		readEr = func(off int64, err error) error {
+			return fmt.Errorf("wal: read %s at offset %d: %w", path, off, err)
+		}
+	)
+	// bodyOK reads the body of the record at off and checks its checksum.
+	bodyOK := func(off int64, h frameHeader) (bool, error) {
+		if cap(body) < int(h.n) {
+			body = make([]byte, h.n)
+		}
+		body = body[:h.n]
+		if err := readFullAt(f, body, off+frameHeaderSize); err != nil {
+			return false, readEr(off, err)
+		}
+		return crc32c(body) == h.bcrc, nil
+	}
+	// tornFrom reports whether everything from off to the end of the file
+	// may be dropped as a torn tail.
+	tornFrom := func(off int64) (bool, error) {
+		if !tail {
+			return false, nil
+		}
+		zeros, err := allZero(f, off, size)
+		if err != nil {
+			return false, readEr(off, err)
+		}
+		return zeros, nil
+	}
+
+	for off < size {
+		if size-off < frameHeaderSize {
+			if tail {
+				break
+			}
+			return 0, 0, corruptAt(path, off, "segment ends inside a record frame header")
+		}
+		if err := readFullAt(f, hdr[:frameHeaderSize], off); err != nil {
+			return 0, 0, readEr(off, err)
+		}
+		h, ok := parseFrameHeader(hdr[:frameHeaderSize])
+		if !ok {
+			if tail {
+				torn, err := tornAfterBadHeader(f, hdr[:frameHeaderSize], off, size, next)
+				if err != nil {
+					return 0, 0, readEr(off, err)
+				}
+				if torn {
+					break
+				}
+			}
+			return 0, 0, corruptAt(path, off, "bad record frame header")
+		}
+		recEnd := off + frameHeaderSize + int64(h.n)
+		if recEnd > size {
+			if tail {
+				break
+			}
+			return 0, 0, corruptAt(path, off, "record of %d bytes extends past the end of the segment (%d bytes)", h.n, size)
+		}
+		var v uint64
+		if verifyAll || recEnd == size {
+			ok, err := bodyOK(off, h)
+			if err != nil {
+				return 0, 0, err
+			}
+			if !ok {
+				if torn, err := tornFrom(recEnd); err != nil || torn {
+					return off, next - 1, err
+				}
+				return 0, 0, corruptAt(path, off, "record checksum mismatch")
+			}
+			v = bodyVersion(body)
+			prev = -1
+		} else {
+			if err := readFullAt(f, hdr[frameHeaderSize:], off+frameHeaderSize); err != nil {
+				return 0, 0, readEr(off, err)
+			}
+			v = bodyVersion(hdr[frameHeaderSize:])
+			prev, prevH = off, h
+		}
+		if v != uint64(next) {
+			// A damaged body can hold a wrong version: report what is wrong.
+			if ok, err := bodyOK(off, h); err != nil {
+				return 0, 0, err
+			} else if !ok {
+				if torn, err := tornFrom(recEnd); err != nil || torn {
+					return off, next - 1, err
+				}
+				return 0, 0, corruptAt(path, off, "record checksum mismatch")
+			}
+			return 0, 0, corruptAt(path, off, "record has version %d, want %d", v, next)
+		}
+		next++
+		off = recEnd
+	}
+	// The scan stopped at off: the end of the file or a torn tail. The
+	// record before it may be the one a crash tore (zeros inside it and
+	// after it): verify it too.
+	if prev >= 0 {
+		ok, err := bodyOK(prev, prevH)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !ok {
+			if torn, err := tornFrom(off); err != nil || torn {
+				return prev, next - 2, err
+			}
+			return 0, 0, corruptAt(path, prev, "record checksum mismatch")
+		}
+	}
+	return off, next - 1, nil
+}
+
+// tornAfterBadHeader decides whether a record whose frame header failed its
+// length check, at off in the newest segment, is a torn tail.
+func tornAfterBadHeader(f file, hdr []byte, off, size, next int64) (bool, error) {
+	zeros, err := allZero(f, off, size)
+	if err != nil || zeros {
+		return zeros, err
+	}
+	n := size - off - frameHeaderSize
+	if n < minBodySize || n > MaxEntrySize {
+		return false, nil
+	}
+	rest := make([]byte, n)
+	if err := readFullAt(f, rest, off+frameHeaderSize); err != nil {
+		return false, err
+	}
+	// The rest of the file is exactly one record body with the expected
+	// version: this is the last record, with a damaged length field.
+	return binary.LittleEndian.Uint32(hdr[8:12]) == crc32c(rest) && bodyVersion(rest) == uint64(next), nil
+}
+
+// allZero reports whether bytes [from, to) of f are all zero.
+func allZero(f file, from, to int64) (bool, error) {
+	var buf [32 << 10]byte
+	for from < to {
+		n := int64(len(buf))
+		if to-from < n {
+			n = to - from
+		}
+		if err := readFullAt(f, buf[:n], from); err != nil {
+			return false, err
+		}
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		from += n
+	}
+	return true, nil
+}
+
+// recordReader reads the records of one segment in order, strictly: any
+// damage is corruption. It checks that versions follow each other.
+type recordReader struct {
+	f    file
+	path string
+	off  int64 // offset of the next record
+	end  int64 // readable end of the segment
+	next int64 // version the next record must have
+	hdr  [frameHeaderSize + 8]byte
+}
+
+// read returns the version of the record at r.off and, when wantBody is
+// set, its verified body in a fresh slice. It returns io.EOF at the
+// readable end of the segment.
+func (r *recordReader) read(wantBody bool) (int64, []byte, error) {
+	if r.off >= r.end {
+		return 0, nil, io.EOF
+	}
+	off := r.off
+	if r.end-off < frameHeaderSize+minBodySize {
+		return 0, nil, corruptAt(r.path, off, "segment ends inside a record")
+	}
+	if err := readFullAt(r.f, r.hdr[:], off); err != nil {
+		return 0, nil, fmt.Errorf("wal: read %s at offset %d: %w", r.path, off, err)
+	}
+	h, ok := parseFrameHeader(r.hdr[:frameHeaderSize])
+	if !ok {
+		return 0, nil, corruptAt(r.path, off, "bad record frame header")
+	}
+	recEnd := off + frameHeaderSize + int64(h.n)
+	if recEnd > r.end {
+		return 0, nil, corruptAt(r.path, off, "record of %d bytes extends past the end of the segment (%d bytes)", h.n, r.end)
+	}
+	var body []byte
+	if wantBody {
+		body = make([]byte, h.n)
+		copy(body, r.hdr[frameHeaderSize:])
+		if err := readFullAt(r.f, body[8:], off+frameHeaderSize+8); err != nil {
+			return 0, nil, fmt.Errorf("wal: read %s at offset %d: %w", r.path, off, err)
+		}
+		if crc32c(body) != h.bcrc {
+			return 0, nil, corruptAt(r.path, off, "record checksum mismatch")
+		}
+	}
+	v := bodyVersion(r.hdr[frameHeaderSize:])
+	if v != uint64(r.next) {
+		return 0, nil, corruptAt(r.path, off, "record has version %d, want %d", v, r.next)
+	}
+	r.next++
+	r.off = recEnd
+	return int64(v), body, nil
+}

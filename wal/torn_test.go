@@ -1,0 +1,228 @@
+package wal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// recordOffsets returns the start offsets of the records in a well-formed
+// segment image, followed by the end of the last record.
+func recordOffsets(t testing.TB, data []byte) []int64 {
+	t.Helper()
+	offs := []int64{}
+	off := int64(segmentHeaderSize)
+	for off < int64(len(data)) {
+		offs = append(offs, off)
+		if int64(len(data))-off < frameHeaderSize {
+			t.Fatalf("malformed test segment at %d", off)
+		}
+		off += frameHeaderSize + int64(binary.LittleEndian.Uint32(data[off:]))
+	}
+	return append(offs, off)
+}
+
+func segmentFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if _, ok := parseSegmentName(e.Name()); ok {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestTornTailEveryOffset cuts the newest segment at every byte offset
+// inside its last record, on the real file system. Each reopen must recover
+// exactly the earlier entries, and appending the lost version again must
+// work.
+func TestTornTailEveryOffset(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		segmentSize int64
+	}{
+		{"one segment", 0},
+		{"record per segment", 64}, // the last record is alone in its segment
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := newRand(t)
+			const n = 30
+			entries := makeEntries(rng, n, smallShape)
+			for EncodedSize(entries[n-1]) < 100 { // a last record of some substance
+				entries[n-1] = randEntry(rng, n, smallShape)
+			}
+			dir := filepath.Join(t.TempDir(), "wal")
+			opts := Options{SegmentSize: tc.segmentSize, Sync: SyncNone}
+			l := mustOpen(t, dir, opts)
+			mustAppend(t, l, entries...)
+			mustClose(t, l)
+
+			files := segmentFiles(t, dir)
+			lastName := files[len(files)-1]
+			lastPath := filepath.Join(dir, lastName)
+			data, err := os.ReadFile(lastPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			offs := recordOffsets(t, data)
+			lastStart := offs[len(offs)-2]
+			if offs[len(offs)-1] != int64(len(data)) {
+				t.Fatalf("record offsets %v do not end at %d", offs, len(data))
+			}
+			restore := func(cut int64) {
+				t.Helper()
+				for _, name := range segmentFiles(t, dir) {
+					if !slices.Contains(files, name) {
+						if err := os.Remove(filepath.Join(dir, name)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if err := os.WriteFile(lastPath, data[:cut], 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for cut := lastStart; cut < int64(len(data)); cut++ {
+				restore(cut)
+
+				// Read-only: the torn tail is ignored and left alone.
+				ro := mustOpen(t, dir, Options{ReadOnly: true})
+				if got := ro.LastVersion(); got != n-1 {
+					t.Fatalf("cut at %d: read-only LastVersion %d, want %d", cut, got, n-1)
+				}
+				checkReplay(t, ro, entries)
+				mustClose(t, ro)
+				if b, err := os.ReadFile(lastPath); err != nil || int64(len(b)) != cut {
+					t.Fatalf("cut at %d: read-only open changed the file (%d bytes, %v)", cut, len(b), err)
+				}
+
+				l := mustOpen(t, dir, opts)
+				if got := l.LastVersion(); got != n-1 {
+					t.Fatalf("cut at %d: LastVersion %d, want %d", cut, got, n-1)
+				}
+				checkReplay(t, l, entries)
+				fi, err := os.Stat(lastPath)
+				switch {
+				case lastStart == segmentHeaderSize:
+					if !errors.Is(err, os.ErrNotExist) {
+						t.Fatalf("cut at %d: segment left without records was not removed (%v)", cut, err)
+					}
+				case err != nil || fi.Size() != lastStart:
+					t.Fatalf("cut at %d: file not truncated to %d (%v, %v)", cut, lastStart, fi, err)
+				}
+				mustAppend(t, l, entries[n-1])
+				mustClose(t, l)
+
+				ro = mustOpen(t, dir, Options{ReadOnly: true})
+				if got := ro.LastVersion(); got != n {
+					t.Fatalf("cut at %d: after re-append LastVersion %d, want %d", cut, got, n)
+				}
+				checkReplay(t, ro, entries)
+				mustClose(t, ro)
+			}
+		})
+	}
+}
+
+// TestTornTailZeroFill: a crash can leave the file longer than its data,
+// filled with zeros. That is a torn tail too.
+func TestTornTailZeroFill(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 10, smallShape)
+	for EncodedSize(entries[9]) < 100 {
+		entries[9] = randEntry(rng, 10, smallShape)
+	}
+	fs := newMemFS()
+	l := mustOpen(t, memDir, Options{fs: fs})
+	mustAppend(t, l, entries...)
+	mustClose(t, l)
+	data := fs.get(memPath(1))
+	for _, zeros := range []int{1, frameHeaderSize, 4096} {
+		fs := newMemFS()
+		fs.put(memPath(1), append(slices.Clone(data), make([]byte, zeros)...))
+		l := mustOpen(t, memDir, Options{fs: fs})
+		if l.LastVersion() != 10 {
+			t.Fatalf("%d zeros: LastVersion %d", zeros, l.LastVersion())
+		}
+		checkReplay(t, l, entries)
+		mustClose(t, l)
+		if got := fs.get(memPath(1)); !bytes.Equal(got, data) {
+			t.Fatalf("%d zeros: file not truncated back to %d bytes (%d)", zeros, len(data), len(got))
+		}
+	}
+	// The zeros may also start inside the last record.
+	offs := recordOffsets(t, data)
+	last := offs[len(offs)-2]
+	img := slices.Clone(data)
+	clear(img[last+frameHeaderSize+3:])
+	img = append(img, make([]byte, 100)...)
+	fs = newMemFS()
+	fs.put(memPath(1), img)
+	l = mustOpen(t, memDir, Options{fs: fs})
+	if l.LastVersion() != 9 {
+		t.Fatalf("zeros inside the last record: LastVersion %d", l.LastVersion())
+	}
+	mustClose(t, l)
+}
+
+// TestGarbageAfterTailIsCorruption: bytes after the last record that are
+// neither a record, zeros, nor a cut-off record are not what a crash
+// leaves; Open refuses rather than guess.
+func TestGarbageAfterTailIsCorruption(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 5, smallShape)
+	fs := newMemFS()
+	l := mustOpen(t, memDir, Options{fs: fs})
+	mustAppend(t, l, entries...)
+	mustClose(t, l)
+	data := fs.get(memPath(1))
+	garbage := bytes.Repeat([]byte{0x5a}, 64)
+	fs.put(memPath(1), append(slices.Clone(data), garbage...))
+	_, err := Open(memDir, Options{fs: fs})
+	wantCorruption(t, err, memPath(1), int64(len(data)))
+	if !bytes.Equal(fs.get(memPath(1))[:len(data)], data) {
+		t.Fatal("failed open modified the segment")
+	}
+}
+
+// TestEmptyNewestSegmentRemoved: a crash right after a segment was created
+// leaves it without records; Open removes it (read-only Open ignores it).
+func TestEmptyNewestSegmentRemoved(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 6, smallShape)
+	fs := newMemFS()
+	l := mustOpen(t, memDir, Options{fs: fs})
+	mustAppend(t, l, entries[:5]...)
+	mustClose(t, l)
+	fs.put(memPath(6), appendSegmentHeader(nil, 6))
+	fs.put(memDir+"/"+segmentName(6)+tmpExt, []byte("partial"))
+
+	ro := mustOpen(t, memDir, Options{fs: fs, ReadOnly: true})
+	if ro.LastVersion() != 5 {
+		t.Fatalf("read-only LastVersion %d", ro.LastVersion())
+	}
+	mustClose(t, ro)
+	if len(fs.names(memDir)) != 3 {
+		t.Fatalf("read-only open changed the directory: %v", fs.names(memDir))
+	}
+
+	l = mustOpen(t, memDir, Options{fs: fs})
+	if l.LastVersion() != 5 {
+		t.Fatalf("LastVersion %d", l.LastVersion())
+	}
+	if names := fs.names(memDir); len(names) != 1 || names[0] != segmentName(1) {
+		t.Fatalf("files after open: %v", names)
+	}
+	mustAppend(t, l, entries[5])
+	checkReplay(t, l, entries)
+	mustClose(t, l)
+}

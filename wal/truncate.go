@@ -1,0 +1,186 @@
+package wal
+
+import (
+	"fmt"
+	"io"
+)
+
+// TruncateFront drops entries older than version, a whole segment at a
+// time: it removes every segment all of whose entries are older than
+// version, oldest first. The newest segment is never removed, so the last
+// entry (and with it LastVersion) survives a reopen. Entries older than
+// version may remain readable in the oldest kept segment; FirstVersion
+// reports what remains.
+//
+// It waits for running Replay calls. Appends go on concurrently.
+func (l *Log) TruncateFront(version int64) error {
+	l.truncMu.Lock()
+	defer l.truncMu.Unlock()
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	var drop []segment
+	segs := l.mu.segments
+	for n := 0; n+1 < len(segs) && segs[n+1].base <= version; n++ {
+		drop = append(drop, segs[n])
+	}
+	l.mu.Unlock()
+	if len(drop) == 0 {
+		return nil
+	}
+	// Oldest first, so that the files left on disk after a failure or a
+	// crash are still a contiguous run of versions.
+	for _, s := range drop {
+		if err := l.fs.Remove(s.path); err != nil {
+			return fmt.Errorf("wal: remove %s: %w", s.path, err)
+		}
+		l.mu.Lock()
+		l.mu.segments = l.mu.segments[1:]
+		l.mu.first = l.mu.segments[0].base
+		l.mu.Unlock()
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// TruncateBack drops every entry newer than version (a rollback): segments
+// that start after version are removed, and the segment holding version is
+// cut after its record and fsynced. The next Append must carry version+1.
+// A version below FirstVersion empties the log. It returns an error
+// wrapping ErrVersionNotFound when version > LastVersion; version ==
+// LastVersion is a no-op.
+//
+// It waits for queued appends to be written and for running Replay calls.
+// A failure part way leaves the log in an unknown state: it becomes the
+// sticky error, and the log must be reopened.
+func (l *Log) TruncateBack(version int64) error {
+	l.truncMu.Lock()
+	defer l.truncMu.Unlock()
+	l.app.Lock()
+	defer l.app.Unlock()
+	if err := l.checkWritableLocked(); err != nil {
+		return err
+	}
+	if version < 0 {
+		return fmt.Errorf("%w: cannot truncate back to version %d", ErrVersionNotFound, version)
+	}
+	if l.queue != nil {
+		if err := l.flushQueueLocked(false); err != nil {
+			return err
+		}
+	}
+	l.w.Lock()
+	defer l.w.Unlock()
+
+	l.mu.Lock()
+	segs := append([]segment(nil), l.mu.segments...)
+	last := l.mu.last
+	l.mu.Unlock()
+	if version > last {
+		return fmt.Errorf("%w: cannot truncate back to version %d, last version is %d", ErrVersionNotFound, version, last)
+	}
+	if version == last {
+		return nil
+	}
+	if err := l.truncateBackLocked(segs, version); err != nil {
+		l.fail(err)
+		return err
+	}
+	l.app.next = version + 1
+	return nil
+}
+
+// truncateBackLocked does the work of TruncateBack; app and w are held.
+func (l *Log) truncateBackLocked(segs []segment, version int64) error {
+	keep := len(segs) - 1 // index of the segment that will hold version
+	for keep >= 0 && segs[keep].base > version {
+		keep--
+	}
+	// Newest first, so that what remains after a failure or a crash is a
+	// contiguous run of versions.
+	for i := len(segs) - 1; i > keep; i-- {
+		if l.w.f != nil && l.w.base == segs[i].base {
+			err := l.w.f.Close()
+			l.w.f = nil
+			if err != nil {
+				return fmt.Errorf("wal: close %s: %w", segs[i].path, err)
+			}
+		}
+		if err := l.fs.Remove(segs[i].path); err != nil {
+			return fmt.Errorf("wal: remove %s: %w", segs[i].path, err)
+		}
+		l.mu.Lock()
+		l.mu.segments = l.mu.segments[:i]
+		l.mu.last = segs[i].base - 1
+		l.mu.written = l.mu.last
+		l.mu.Unlock()
+	}
+	if keep < len(segs)-1 {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+		}
+	}
+	l.w.unsynced = 0
+	if keep < 0 {
+		l.mu.Lock()
+		l.mu.segments = nil
+		l.mu.first, l.mu.last, l.mu.written = 0, 0, 0
+		l.mu.Unlock()
+		return nil
+	}
+
+	s := segs[keep]
+	f := l.w.f
+	if f == nil {
+		var err error
+		if f, err = l.fs.OpenFile(s.path, false); err != nil {
+			return fmt.Errorf("wal: open %s: %w", s.path, err)
+		}
+	}
+	end, err := recordEnd(f, s, version)
+	if err == nil {
+		if err = f.Truncate(end); err != nil {
+			err = fmt.Errorf("wal: truncate %s: %w", s.path, err)
+		}
+	}
+	if err == nil {
+		if err = f.Sync(); err != nil {
+			err = fmt.Errorf("wal: sync %s: %w", s.path, err)
+		}
+	}
+	if err != nil {
+		f.Close()
+		l.w.f = nil
+		return err
+	}
+	l.w.f, l.w.base, l.w.size = f, s.base, end
+	l.mu.Lock()
+	l.mu.segments[keep].size = end
+	l.mu.last, l.mu.written = version, version
+	l.mu.Unlock()
+	return nil
+}
+
+// recordEnd returns the offset just past the record of version in s.
+func recordEnd(f file, s segment, version int64) (int64, error) {
+	r := recordReader{f: f, path: s.path, off: segmentHeaderSize, end: s.size, next: s.base}
+	for {
+		v, _, err := r.read(false)
+		if err == io.EOF {
+			return 0, corruptAt(s.path, r.off, "segment ends at version %d before version %d", r.next-1, version)
+		}
+		if err != nil {
+			return 0, err
+		}
+		if v == version {
+			return r.off, nil
+		}
+	}
+}
