@@ -57,7 +57,9 @@
 //     memory bounded by the tree height plus write buffers; its catch-up
 //     replays from the log, it does not hold the versions committed meanwhile
 //     in memory.
-//   - The log encodes an entry when it is appended and holds no reference to
-//     its keys and values afterwards; with AsyncCommitBuffer N at most N
-//     encoded entries wait in its queue.
+//   - The log holds no second copy of values: synchronously it encodes an
+//     entry into a reused buffer while Commit runs; with AsyncCommitBuffer N
+//     its queue holds up to N entries that reference the same key and value
+//     slices as the trees, and the background writer encodes each into a
+//     reused buffer just before writing it.
 package multitree

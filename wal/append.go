@@ -24,10 +24,13 @@ type pendingRecord struct {
 // version >= 1 for an empty log, or the version after the one passed to
 // TruncateBack).
 //
-// Append encodes e before it returns and does not retain any of e's
-// slices: the caller may reuse its buffers at once, and the log never holds
-// a second copy of values beyond the encoded record (and, in asynchronous
-// mode, at most AsyncBuffer queued records).
+// In synchronous mode Append encodes e before it returns and retains none
+// of its slices. In asynchronous mode the background writer encodes it: the
+// queue holds e itself, not a copy of its keys and values, so a caller that
+// keeps them anyway (the database's trees do) holds each value once; the
+// caller must not modify e's slices until Flush returns or the entry is
+// otherwise known to be written. The queue holds at most AsyncBuffer
+// entries.
 //
 // In synchronous mode (AsyncBuffer 0) Append writes the record to the
 // active segment and, under SyncEveryCommit, fsyncs it before returning;
@@ -125,14 +128,15 @@ func (l *Log) putBuf(bp *[]byte) {
 }
 
 func (l *Log) appendAsync(e *Entry) error {
-	bp := l.getBuf()
-	rec, err := appendRecord((*bp)[:0], e)
-	if err != nil {
-		l.putBuf(bp)
-		return err
+	// Validate now so that a bad entry fails its own Append; the writer
+	// encodes it later, from the caller's slices (see Append).
+	if e.Version < 1 {
+		return fmt.Errorf("%w: version %d", ErrInvalidEntry, e.Version)
 	}
-	*bp = rec
-
+	if size := EncodedSize(*e); size > MaxEntrySize {
+		return fmt.Errorf("%w: version %d encodes to %d bytes, limit %d", ErrEntryTooLarge, e.Version, size, MaxEntrySize)
+	}
+	var err error
 	l.app.Lock()
 	defer l.app.Unlock()
 	err = l.checkWritableLocked()
@@ -140,13 +144,11 @@ func (l *Log) appendAsync(e *Entry) error {
 		err = l.checkVersionLocked(e.Version)
 	}
 	if err != nil {
-		l.putBuf(bp)
 		return err
 	}
 	select {
-	case l.queue <- request{rec: bp, version: e.Version}:
+	case l.queue <- request{entry: e, version: e.Version}:
 	case <-l.failed:
-		l.putBuf(bp)
 		return l.stickyErr()
 	}
 	l.app.next = e.Version + 1
@@ -260,14 +262,30 @@ func (l *Log) runBatch(reqs []request) []request {
 	if err == nil {
 		recs := l.w.pend[:0]
 		force := false
-		for _, r := range reqs {
+		for i, r := range reqs {
 			if r.done != nil {
 				force = force || r.sync
 				continue
 			}
+			if r.entry != nil {
+				// encode here, off the caller's path; the entry's slices
+				// are released as soon as its record is built
+				bp := l.getBuf()
+				rec, encErr := appendRecord((*bp)[:0], r.entry)
+				if encErr != nil { // validated by Append: cannot happen
+					l.putBuf(bp)
+					err = encErr
+					break
+				}
+				*bp = rec
+				reqs[i].rec, reqs[i].entry = bp, nil
+				r = reqs[i]
+			}
 			recs = append(recs, pendingRecord{data: *r.rec, version: r.version})
 		}
-		err = l.writeLocked(recs)
+		if err == nil {
+			err = l.writeLocked(recs)
+		}
 		if err == nil {
 			err = l.syncAfterWriteLocked(len(recs), force)
 		}
@@ -281,7 +299,7 @@ func (l *Log) runBatch(reqs []request) []request {
 	for i, r := range reqs {
 		if r.done != nil {
 			r.done <- err
-		} else {
+		} else if r.rec != nil {
 			l.putBuf(r.rec)
 		}
 		reqs[i] = request{}

@@ -106,7 +106,8 @@ type Log struct {
 // request is one item of the writer's queue: an encoded record, or a flush
 // marker when done is set.
 type request struct {
-	rec     *[]byte
+	entry   *Entry  // an entry to encode and write (asynchronous mode)
+	rec     *[]byte // its encoded record, built by the writer
 	version int64
 	done    chan error // flush marker: receives the outcome
 	sync    bool       // flush marker: fsync (unless SyncNone)
