@@ -155,6 +155,17 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 		return nil, err
 	}
 	last := db.log.LastVersion()
+	if !opts.ReadOnly && last != 0 && last < base {
+		// The snapshot is newer than the durable end of the log (a machine
+		// crash under a relaxed fsync policy lost log entries that a
+		// snapshot already covers). The next entry must follow the
+		// snapshot, so the log is emptied: older snapshots can no longer
+		// be rolled forward past the gap anyway.
+		if err := db.log.TruncateBack(0); err != nil {
+			return nil, err
+		}
+		last = 0
+	}
 	target := last
 	if opts.TargetVersion > 0 {
 		if opts.TargetVersion > max(last, base) {

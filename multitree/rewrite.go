@@ -57,6 +57,11 @@ func (db *DB) maybeStartRewriteLocked() {
 		res.err = writeSnapshotDir(db.ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency)
 		gen.release()
 		if res.err == nil {
+			// the log must be durable up to the snapshot before current
+			// points at it, so that the log continues where it ends
+			res.err = db.log.Flush()
+		}
+		if res.err == nil {
 			res.err = writeFileAtomic(db.dir, currentFileName, encodeCurrent(v))
 		}
 		if res.err == nil {

@@ -1,0 +1,55 @@
+package multitree
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// Small additions used by the Cosmos SDK adapters (package compat).
+
+// Pin takes one more reference on the snapshots the view reads, provided
+// they are still mapped: it succeeds while v or any other holder (another
+// view, the database's own working state) keeps them, even after v itself
+// was released, and reports false once they have been unmapped. While pinned,
+// the view's trees may be read. Each successful Pin must be paired with one
+// Unpin.
+//
+// Pin lets a long-lived reader that cannot be closed (a branch handed to an
+// SDK query) hold no reference between operations: it pins around each read
+// and fails cleanly, instead of reading unmapped memory, once its version
+// has been given up.
+func (v *View) Pin() bool { return v.st.gen.tryAcquire() }
+
+// Unpin releases a reference taken by Pin.
+func (v *View) Unpin() { v.st.gen.release() }
+
+// LatestVersion returns the version Open would open dir at without a
+// TargetVersion: the newest of the current snapshot and the log. It reads
+// the current pointer and the log's tail, maps nothing and takes no lock, so
+// it may be called while a writer has the database open. A directory without
+// a database has version 0.
+func LatestVersion(dir string) (int64, error) {
+	current, err := readCurrent(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	walDir := filepath.Join(dir, walDirName)
+	if _, err := os.Stat(walDir); errors.Is(err, os.ErrNotExist) {
+		return current, nil
+	}
+	log, err := wal.Open(walDir, wal.Options{ReadOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	last := log.LastVersion()
+	if err := log.Close(); err != nil {
+		return 0, err
+	}
+	return max(current, last), nil
+}

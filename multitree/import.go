@@ -1,0 +1,509 @@
+package multitree
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	storetypes "cosmossdk.io/store/types"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// ErrExists is returned by Import and NewImporter when the directory already
+// holds a database that may not be replaced.
+var ErrExists = errors.New("multitree: database already exists")
+
+// stagingSuffix names the directory beside a database in which an import
+// that replaces it is written.
+const stagingSuffix = ".import.tmp"
+
+// NodeSource yields the export stream of one tree (see memiavl.ExportNode):
+// its nodes in post-order, then memiavl.ErrExportDone. A *memiavl.Exporter
+// is a NodeSource.
+type NodeSource interface {
+	Next() (*memiavl.ExportNode, error)
+}
+
+// ImportOptions configure Import and NewImporter. The zero value imports
+// exactly the stores given, into a directory that holds no database.
+type ImportOptions struct {
+	// InitialVersion is recorded as the database's initial version. It only
+	// matters for an import at version 0, whose first commit it numbers.
+	InitialVersion int64
+	// Stores, when not empty, lists the stores of the imported database:
+	// every imported store must be listed, and listed stores that are not
+	// imported are created empty (hash sha256("")), as the SDK's rootmulti
+	// store leaves a mounted store that a state-sync snapshot does not
+	// mention.
+	Stores []string
+	// Concurrency is how many stores Import writes in parallel; 0 means
+	// GOMAXPROCS.
+	Concurrency int
+	// Replace allows the import to replace a database in dir whose latest
+	// version is 0 (nothing committed) or the imported version. The import
+	// is then written beside dir (dir + ".import.tmp") and swapped in only
+	// once complete and durable, so a failed import leaves the existing
+	// database as it was. The existing database must not be open.
+	Replace bool
+	// Check, when set, is called with the commit info of the imported
+	// version once every tree is written, before the database is made
+	// current: an error aborts the import (the caller compares the root
+	// hashes with those it expects, for instance).
+	Check func(info *storetypes.CommitInfo) error
+}
+
+func (o ImportOptions) validate(version int64) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case version < 0:
+		return bad("negative import version %d", version)
+	case o.InitialVersion < 0:
+		return bad("negative InitialVersion %d", o.InitialVersion)
+	case o.Concurrency < 0:
+		return bad("negative Concurrency %d", o.Concurrency)
+	}
+	seen := map[string]bool{}
+	for _, s := range o.Stores {
+		if err := validateStoreName(s); err != nil {
+			return err
+		}
+		if seen[s] {
+			return bad("store %q listed twice in Stores", s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+// Import creates a new database in dir at version from one export stream
+// per store (see NodeSource), written in parallel. The database has a
+// snapshot at version holding the imported trees, its metadata, the current
+// pointer and an empty log: Open then continues from version, and the next
+// commit is version+1. It returns the commit info of version, whose Hash()
+// is the app hash.
+//
+// dir must not hold a database (see ImportOptions.Replace); a directory left
+// by an interrupted import is cleaned up first. A failed import leaves no
+// database behind. The sources are read from the calling goroutines of
+// Import, one goroutine per store at a time.
+func Import(dir string, version int64, sources map[string]NodeSource, opts ImportOptions) (*storetypes.CommitInfo, error) {
+	names := make([]string, 0, len(sources))
+	for name, src := range sources {
+		if src == nil {
+			return nil, fmt.Errorf("multitree: import of store %q: nil source", name)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	im, err := NewImporter(dir, version, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer im.Close()
+	conc := opts.Concurrency
+	if conc == 0 {
+		conc = runtime.GOMAXPROCS(0)
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		errs   []error
+		failed atomic.Bool
+		sem    = make(chan struct{}, conc)
+	)
+	for _, name := range names {
+		src := sources[name]
+		sem <- struct{}{}
+		if failed.Load() {
+			<-sem
+			break
+		}
+		wg.Add(1)
+		go func(name string, src NodeSource) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := im.importStore(name, src, &failed); err != nil {
+				failed.Store(true)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}(name, src)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return im.Commit()
+}
+
+func (im *Importer) importStore(name string, src NodeSource, stop *atomic.Bool) error {
+	si, err := im.AddStore(name)
+	if err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		if i%4096 == 4095 && stop.Load() {
+			return fmt.Errorf("multitree: import of store %q stopped by another store's failure", name)
+		}
+		n, err := src.Next()
+		if errors.Is(err, memiavl.ErrExportDone) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("multitree: import of store %q: reading node %d: %w", name, i, err)
+		}
+		if err := si.Add(n); err != nil {
+			return fmt.Errorf("multitree: import of store %q: %w", name, err)
+		}
+	}
+	if err := si.Commit(); err != nil {
+		return fmt.Errorf("multitree: import of store %q: %w", name, err)
+	}
+	return nil
+}
+
+// Importer creates a new database from export streams fed store by store,
+// for callers that receive the stores one after another on one stream (a
+// state-sync restore) or want to drive the trees themselves. Import is the
+// convenience over it.
+//
+// AddStore may be called from several goroutines; each returned
+// memiavl.Importer is used by one. Commit writes the database; Close
+// without a successful Commit removes everything written.
+type Importer struct {
+	dir       string // the database directory
+	target    string // where the database is written: dir, or the staging directory
+	version   int64
+	opts      ImportOptions
+	tmpSnap   string   // the snapshot directory being written
+	lock      *os.File // on target
+	existLock *os.File // on dir, when replacing a database there
+	owned     bool     // target holds no database but what this import writes
+	current   bool     // the current pointer of target was written
+
+	mu struct {
+		sync.Mutex
+		stores map[string]*memiavl.Importer
+		done   bool // committed or closed
+	}
+}
+
+// NewImporter starts the import of a database at version into dir. See
+// Import for what is written and ImportOptions for an existing database.
+func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, err error) {
+	if err := opts.validate(version); err != nil {
+		return nil, err
+	}
+	dir = filepath.Clean(dir)
+	im := &Importer{dir: dir, target: dir, version: version, opts: opts}
+	im.mu.stores = map[string]*memiavl.Importer{}
+	defer func() {
+		if err != nil {
+			im.abort()
+		}
+	}()
+	staging := dir + stagingSuffix
+	if err := os.RemoveAll(staging); err != nil {
+		return nil, err
+	}
+	exists, err := hasDatabase(dir)
+	if err != nil {
+		return nil, err
+	}
+	if exists {
+		if !opts.Replace {
+			return nil, fmt.Errorf("%w: %s", ErrExists, dir)
+		}
+		if im.existLock, err = lockDir(dir); err != nil {
+			return nil, err
+		}
+		if err := checkReplaceable(dir, version); err != nil {
+			return nil, err
+		}
+		im.target, im.owned = staging, true
+	}
+	if err := os.MkdirAll(im.target, 0o755); err != nil {
+		return nil, err
+	}
+	if im.lock, err = lockDir(im.target); err != nil {
+		return nil, err
+	}
+	if im.target == dir {
+		// checked again under the lock: a writer may have created it
+		if exists, err := hasDatabase(dir); err != nil || exists {
+			if err == nil {
+				err = fmt.Errorf("%w: %s", ErrExists, dir)
+			}
+			return nil, err
+		}
+		im.owned = true
+		if err := removeImportLeftovers(dir); err != nil {
+			return nil, err
+		}
+	}
+	im.tmpSnap = filepath.Join(im.target, snapshotDirName(version)+tmpSuffix)
+	if err := os.MkdirAll(im.tmpSnap, 0o755); err != nil {
+		return nil, err
+	}
+	return im, nil
+}
+
+func hasDatabase(dir string) (bool, error) {
+	_, err := os.Lstat(filepath.Join(dir, currentFileName))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// checkReplaceable accepts the database in dir for replacement by an import
+// at version when its latest version is 0 or version. The caller holds the
+// writer's lock.
+func checkReplaceable(dir string, version int64) error {
+	db, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("%w: %s cannot be opened to check its version: %w", ErrExists, dir, err)
+	}
+	v := db.Version()
+	if err := db.Close(); err != nil {
+		return err
+	}
+	if v != 0 && v != version {
+		return fmt.Errorf("%w: %s is at version %d; an import at version %d replaces only a database at version 0 or %d",
+			ErrExists, dir, v, version, version)
+	}
+	return nil
+}
+
+// removeImportLeftovers removes what an interrupted import may have left in
+// a directory that holds no database: snapshot and temporary directories
+// and the log.
+func removeImportLeftovers(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	changed := false
+	for _, e := range ents {
+		name := e.Name()
+		_, isSnap := parseSnapshotDirName(name)
+		if isSnap || name == walDirName || filepath.Ext(name) == tmpSuffix {
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				return err
+			}
+			changed = true
+		}
+	}
+	if changed {
+		return syncDir(dir)
+	}
+	return nil
+}
+
+// Version returns the version being imported.
+func (im *Importer) Version() int64 { return im.version }
+
+// AddStore starts the import of store name and returns the importer of its
+// tree: feed it the store's nodes and Commit it before the database's
+// Commit. Each store is added once.
+func (im *Importer) AddStore(name string) (*memiavl.Importer, error) {
+	if err := validateStoreName(name); err != nil {
+		return nil, err
+	}
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.mu.done {
+		return nil, fmt.Errorf("multitree: importer is finished")
+	}
+	if _, ok := im.mu.stores[name]; ok {
+		return nil, fmt.Errorf("%w: %q imported twice", ErrStoreExists, name)
+	}
+	if len(im.opts.Stores) > 0 && !contains(im.opts.Stores, name) {
+		return nil, fmt.Errorf("%w: %q is not one of the database's stores %v", ErrUnknownStore, name, im.opts.Stores)
+	}
+	si, err := memiavl.NewImporter(filepath.Join(im.tmpSnap, treeDirName(name)), im.version)
+	if err != nil {
+		return nil, err
+	}
+	im.mu.stores[name] = si
+	return si, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Commit completes the database: the stores listed in ImportOptions.Stores
+// but not added are created empty, the snapshot's metadata is written and
+// the snapshot made durable, then the empty log and the current pointer;
+// the database is opened once to check it. When replacing a database, the
+// new one then takes its place. It returns the commit info of the imported
+// version. Every added store must have been committed.
+func (im *Importer) Commit() (*storetypes.CommitInfo, error) {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.mu.done {
+		return nil, fmt.Errorf("multitree: importer is finished")
+	}
+	info, err := im.commitLocked()
+	if err != nil {
+		im.abortLocked()
+		return nil, err
+	}
+	im.mu.done = true
+	return info, nil
+}
+
+func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
+	for _, name := range im.opts.Stores {
+		if _, ok := im.mu.stores[name]; ok {
+			continue
+		}
+		si, err := memiavl.NewImporter(filepath.Join(im.tmpSnap, treeDirName(name)), im.version)
+		if err != nil {
+			return nil, err
+		}
+		im.mu.stores[name] = si
+		if err := si.Commit(); err != nil {
+			return nil, err
+		}
+	}
+	meta := metadata{Version: im.version, InitialVersion: im.opts.InitialVersion}
+	for name, si := range im.mu.stores {
+		h := si.RootHash()
+		if h == nil {
+			return nil, fmt.Errorf("multitree: store %q was not committed", name)
+		}
+		meta.Stores = append(meta.Stores, storeInfo{Name: name, Hash: h})
+	}
+	sort.Slice(meta.Stores, func(i, j int) bool { return meta.Stores[i].Name < meta.Stores[j].Name })
+	if im.opts.Check != nil {
+		info := &storetypes.CommitInfo{Version: im.version}
+		for _, st := range meta.Stores {
+			info.StoreInfos = append(info.StoreInfos, storetypes.StoreInfo{
+				Name: st.Name, CommitId: storetypes.CommitID{Version: im.version, Hash: st.Hash},
+			})
+		}
+		if err := im.opts.Check(info); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeFileAtomic(im.tmpSnap, metadataFileName, meta.encode()); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(im.tmpSnap, filepath.Join(im.target, snapshotDirName(im.version))); err != nil {
+		return nil, err
+	}
+	im.tmpSnap = ""
+	if err := syncDir(im.target); err != nil {
+		return nil, err
+	}
+	log, err := wal.Open(filepath.Join(im.target, walDirName), wal.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if err := log.Close(); err != nil {
+		return nil, err
+	}
+	im.current = true
+	if err := writeFileAtomic(im.target, currentFileName, encodeCurrent(im.version)); err != nil {
+		return nil, err
+	}
+	gen, trees, err := openGeneration(im.target, im.version)
+	if err != nil {
+		return nil, err
+	}
+	info := commitInfo(trees, im.version, false)
+	gen.release()
+	if im.target != im.dir {
+		if err := im.swap(); err != nil {
+			return nil, err
+		}
+	}
+	_ = unlockDir(im.lock)
+	im.lock = nil
+	return info, nil
+}
+
+// swap replaces the database in dir with the staged one. The existing
+// database stops being one when its current pointer is removed; from then on
+// an interruption leaves no database in dir, and a new import starts over.
+func (im *Importer) swap() error {
+	if err := os.Remove(filepath.Join(im.dir, currentFileName)); err != nil {
+		return err
+	}
+	if err := syncDir(im.dir); err != nil {
+		return err
+	}
+	_ = unlockDir(im.existLock)
+	im.existLock = nil
+	if err := os.RemoveAll(im.dir); err != nil {
+		return err
+	}
+	if err := os.Rename(im.target, im.dir); err != nil {
+		return err
+	}
+	im.target = im.dir
+	im.owned = false // it is the database now
+	return syncDir(filepath.Dir(im.dir))
+}
+
+// Close ends the importer. Without a successful Commit it closes the store
+// importers and removes everything the import wrote. It may be called more
+// than once.
+func (im *Importer) Close() error {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if !im.mu.done {
+		im.abortLocked()
+	}
+	return nil
+}
+
+func (im *Importer) abortLocked() {
+	im.mu.done = true
+	im.abort()
+}
+
+func (im *Importer) abort() {
+	for _, si := range im.mu.stores {
+		_ = si.Close()
+	}
+	if im.tmpSnap != "" {
+		_ = os.RemoveAll(im.tmpSnap)
+		im.tmpSnap = ""
+	}
+	if im.owned {
+		if im.target != im.dir {
+			_ = os.RemoveAll(im.target)
+		} else {
+			if im.current {
+				_ = os.Remove(filepath.Join(im.dir, currentFileName))
+			}
+			_ = removeImportLeftovers(im.dir)
+		}
+	}
+	_ = unlockDir(im.lock)
+	im.lock = nil
+	_ = unlockDir(im.existLock)
+	im.existLock = nil
+}

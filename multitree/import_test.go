@@ -1,0 +1,348 @@
+package multitree_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// impBlock makes one block of random changes over stores.
+func impBlock(r *rand.Rand, gen *testutil.KeyGen, stores []string, keys map[string][][]byte) []wal.ChangeSet {
+	var css []wal.ChangeSet
+	for _, name := range stores {
+		if r.Intn(4) == 0 {
+			continue
+		}
+		cs := wal.ChangeSet{Name: name}
+		for i := 0; i < 1+r.Intn(20); i++ {
+			ks := keys[name]
+			if len(ks) > 0 && r.Intn(5) == 0 {
+				j := r.Intn(len(ks))
+				cs.Pairs = append(cs.Pairs, wal.KVPair{Delete: true, Key: ks[j]})
+				ks[j] = ks[len(ks)-1]
+				keys[name] = ks[:len(ks)-1]
+				continue
+			}
+			k := gen.Key()
+			cs.Pairs = append(cs.Pairs, wal.KVPair{Key: k, Value: gen.Value(100)})
+			keys[name] = append(keys[name], k)
+		}
+		css = append(css, cs)
+	}
+	return css
+}
+
+func impCommit(t *testing.T, db *multitree.DB, css []wal.ChangeSet) []byte {
+	t.Helper()
+	if err := db.ApplyChangeSets(css); err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Hash()
+}
+
+// impSources returns exporters of every store of v.
+func impSources(v *multitree.View) map[string]multitree.NodeSource {
+	out := map[string]multitree.NodeSource{}
+	for _, name := range v.StoreNames() {
+		out[name] = v.Tree(name).Export()
+	}
+	return out
+}
+
+// impSameData compares the stores of two views pair by pair.
+func impSameData(t *testing.T, a, b *multitree.View) {
+	t.Helper()
+	if fmt.Sprint(a.StoreNames()) != fmt.Sprint(b.StoreNames()) {
+		t.Fatalf("stores %v and %v", a.StoreNames(), b.StoreNames())
+	}
+	for _, name := range a.StoreNames() {
+		ta, tb := a.Tree(name), b.Tree(name)
+		ia, ib := ta.Iterator(nil, nil, true), tb.Iterator(nil, nil, true)
+		for ; ia.Valid(); ia.Next() {
+			if !ib.Valid() || !bytes.Equal(ia.Key(), ib.Key()) || !bytes.Equal(ia.Value(), ib.Value()) {
+				t.Fatalf("store %s differs at %X", name, ia.Key())
+			}
+			ib.Next()
+		}
+		if ib.Valid() {
+			t.Fatalf("store %s has an extra key %X", name, ib.Key())
+		}
+		if err := tb.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func impOpen(t *testing.T, dir string, opts multitree.Options) *multitree.DB {
+	t.Helper()
+	db, err := multitree.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestImportContinuesLikeTheSource(t *testing.T) {
+	r := testutil.Rand(t)
+	gen := testutil.NewKeyGen(r)
+	stores := []string{"acc", "bank", "empty", "staking", "weird/name"}
+	src := impOpen(t, filepath.Join(t.TempDir(), "src"), multitree.Options{
+		CreateIfMissing: true, InitialStores: stores, InitialVersion: 5, SnapshotInterval: 7,
+	})
+	defer src.Close()
+	keys := map[string][][]byte{}
+	active := []string{"acc", "bank", "staking", "weird/name"}
+	for i := 0; i < 30; i++ {
+		impCommit(t, src, impBlock(r, gen, active, keys))
+	}
+	view, err := src.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Release()
+
+	dir := filepath.Join(t.TempDir(), "dst")
+	info, err := multitree.Import(dir, view.Version(), impSources(view), multitree.ImportOptions{InitialVersion: 5, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version != view.Version() || !bytes.Equal(info.Hash(), view.CommitInfo().Hash()) {
+		t.Fatalf("imported version %d hash %X, source %d %X", info.Version, info.Hash(), view.Version(), view.CommitInfo().Hash())
+	}
+	dst := impOpen(t, dir, multitree.Options{})
+	if !bytes.Equal(dst.LastCommitInfo().Hash(), view.CommitInfo().Hash()) {
+		t.Fatal("opened import has another app hash")
+	}
+	dv, err := dst.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	impSameData(t, view, dv)
+	dv.Release()
+
+	// both go on with the same blocks and keep the same hashes: the node
+	// versions came through the import
+	for i := 0; i < 10; i++ {
+		css := impBlock(r, gen, active, keys)
+		h1 := impCommit(t, src, css)
+		h2 := impCommit(t, dst, css)
+		if !bytes.Equal(h1, h2) {
+			t.Fatalf("block %d after the import: hash %X, source %X", i, h2, h1)
+		}
+	}
+	want := dst.LastCommitInfo().Hash()
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dst = impOpen(t, dir, multitree.Options{})
+	defer dst.Close()
+	if !bytes.Equal(dst.LastCommitInfo().Hash(), want) || dst.Version() != src.Version() {
+		t.Fatalf("reopened at %d with another hash", dst.Version())
+	}
+}
+
+func TestImportEmptyAtVersionZero(t *testing.T) {
+	dir := t.TempDir()
+	info, err := multitree.Import(dir, 0, nil, multitree.ImportOptions{InitialVersion: 10, Stores: []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.StoreInfos) != 2 {
+		t.Fatalf("store infos %v", info.StoreInfos)
+	}
+	db := impOpen(t, dir, multitree.Options{})
+	defer db.Close()
+	if err := db.Set("a", []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	ci, err := db.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.Version != 10 {
+		t.Fatalf("first commit after import at 0 is version %d, want the initial version 10", ci.Version)
+	}
+}
+
+// badSource yields a few valid leaves and then a node out of order.
+type badSource struct{ i int }
+
+func (s *badSource) Next() (*memiavl.ExportNode, error) {
+	s.i++
+	switch s.i {
+	case 1:
+		return &memiavl.ExportNode{Key: []byte("b"), Value: []byte{}, Version: 1}, nil
+	case 2:
+		return &memiavl.ExportNode{Key: []byte("a"), Value: []byte{}, Version: 1}, nil
+	}
+	return nil, memiavl.ErrExportDone
+}
+
+type errSource struct{}
+
+func (errSource) Next() (*memiavl.ExportNode, error) { return nil, errors.New("stream broke") }
+
+func TestImportFailuresLeaveNoDatabase(t *testing.T) {
+	one := func() memiavl.ExportNode {
+		return memiavl.ExportNode{Key: []byte("k"), Value: []byte("v"), Version: 1}
+	}
+	cases := map[string]func() map[string]multitree.NodeSource{
+		"bad order":  func() map[string]multitree.NodeSource { return map[string]multitree.NodeSource{"a": &badSource{}} },
+		"read error": func() map[string]multitree.NodeSource { return map[string]multitree.NodeSource{"a": errSource{}} },
+		"one bad of two": func() map[string]multitree.NodeSource {
+			n := one()
+			return map[string]multitree.NodeSource{"a": &sliceSource{nodes: []*memiavl.ExportNode{&n}}, "b": &badSource{}}
+		},
+	}
+	for name, srcs := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "db")
+			if _, err := multitree.Import(dir, 3, srcs(), multitree.ImportOptions{}); err == nil {
+				t.Fatal("import succeeded")
+			}
+			if _, err := multitree.Open(dir, multitree.Options{}); !errors.Is(err, multitree.ErrNotFound) {
+				t.Fatalf("Open after a failed import: %v", err)
+			}
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if e.Name() != "LOCK" {
+					t.Fatalf("failed import left %s", e.Name())
+				}
+			}
+			// and a retry into the same directory works
+			n := one()
+			if _, err := multitree.Import(dir, 3, map[string]multitree.NodeSource{"a": &sliceSource{nodes: []*memiavl.ExportNode{&n}}}, multitree.ImportOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+type sliceSource struct {
+	nodes []*memiavl.ExportNode
+	i     int
+}
+
+func (s *sliceSource) Next() (*memiavl.ExportNode, error) {
+	if s.i >= len(s.nodes) {
+		return nil, memiavl.ErrExportDone
+	}
+	s.i++
+	return s.nodes[s.i-1], nil
+}
+
+func leafSource(key, value string, version int64) multitree.NodeSource {
+	return &sliceSource{nodes: []*memiavl.ExportNode{{Key: []byte(key), Value: []byte(value), Version: version}}}
+}
+
+func TestImportStoresOption(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	_, err := multitree.Import(dir, 4, map[string]multitree.NodeSource{"x": leafSource("k", "v", 4)},
+		multitree.ImportOptions{Stores: []string{"a", "b"}})
+	if !errors.Is(err, multitree.ErrUnknownStore) {
+		t.Fatalf("unlisted store: %v", err)
+	}
+	info, err := multitree.Import(dir, 4, map[string]multitree.NodeSource{"b": leafSource("k", "v", 4)},
+		multitree.ImportOptions{Stores: []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := impOpen(t, dir, multitree.Options{})
+	defer db.Close()
+	if fmt.Sprint(db.StoreNames()) != "[a b]" || !bytes.Equal(db.LastCommitInfo().Hash(), info.Hash()) {
+		t.Fatalf("stores %v", db.StoreNames())
+	}
+	if v, _ := db.Get("b", []byte("k")); string(v) != "v" {
+		t.Fatalf("imported value %q", v)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if db.Version() != 5 {
+		t.Fatalf("version after import at 4 and a commit: %d", db.Version())
+	}
+}
+
+func TestImportReplace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	src := func(value string) map[string]multitree.NodeSource {
+		return map[string]multitree.NodeSource{"s": leafSource("k", value, 7)}
+	}
+	// an existing, empty database
+	db := impOpen(t, dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"s"}})
+	if _, err := multitree.Import(dir, 7, src("1"), multitree.ImportOptions{Replace: true}); !errors.Is(err, multitree.ErrLocked) {
+		t.Fatalf("replacing an open database: %v", err)
+	}
+	db.Close()
+	if _, err := multitree.Import(dir, 7, src("1"), multitree.ImportOptions{}); !errors.Is(err, multitree.ErrExists) {
+		t.Fatalf("import over a database without Replace: %v", err)
+	}
+	if _, err := multitree.Import(dir, 7, src("1"), multitree.ImportOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	// the same version again: re-created
+	if _, err := multitree.Import(dir, 7, src("2"), multitree.ImportOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	// a failing import leaves the existing database as it was
+	if _, err := multitree.Import(dir, 7, map[string]multitree.NodeSource{"s": &badSource{}}, multitree.ImportOptions{Replace: true}); err == nil {
+		t.Fatal("bad import succeeded")
+	}
+	db = impOpen(t, dir, multitree.Options{})
+	if v, _ := db.Get("s", []byte("k")); string(v) != "2" || db.Version() != 7 {
+		t.Fatalf("value %q at version %d", v, db.Version())
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	// another version: refused
+	if _, err := multitree.Import(dir, 7, src("3"), multitree.ImportOptions{Replace: true}); !errors.Is(err, multitree.ErrExists) {
+		t.Fatalf("replacing version 8 with an import at 7: %v", err)
+	}
+	if _, err := os.Stat(dir + ".import.tmp"); !os.IsNotExist(err) {
+		t.Fatalf("staging directory left: %v", err)
+	}
+	db = impOpen(t, dir, multitree.Options{})
+	defer db.Close()
+	if db.Version() != 8 {
+		t.Fatalf("version %d", db.Version())
+	}
+}
+
+func TestImportCleansLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	// what an interrupted import leaves: a snapshot without current, a log
+	for _, d := range []string{"snapshot-00000000000000000003", "snapshot-00000000000000000003.tmp", "wal"} {
+		if err := os.MkdirAll(filepath.Join(dir, d, "junk"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "user-file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := multitree.Import(dir, 3, map[string]multitree.NodeSource{"s": leafSource("k", "v", 2)}, multitree.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "user-file")); err != nil {
+		t.Fatal("a file that is not the database's was removed")
+	}
+	db := impOpen(t, dir, multitree.Options{})
+	defer db.Close()
+	if v, err := db.Get("s", []byte("k")); err != nil || string(v) != "v" {
+		t.Fatalf("imported value %q, %v", v, err)
+	}
+}
