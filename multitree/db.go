@@ -161,7 +161,7 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 		// snapshot already covers). The next entry must follow the
 		// snapshot, so the log is emptied: older snapshots can no longer
 		// be rolled forward past the gap anyway.
-		if err := db.log.TruncateBack(0); err != nil {
+		if err := db.log.Reset(base + 1); err != nil {
 			return nil, err
 		}
 		last = 0

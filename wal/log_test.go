@@ -392,3 +392,31 @@ func TestUnrelatedFilesIgnored(t *testing.T) {
 		t.Fatalf("segments: %v", files)
 	}
 }
+
+func TestReset(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, Options{SegmentSize: 200})
+	for v := int64(1); v <= 10; v++ {
+		mustAppend(t, l, Entry{Version: v, ChangeSets: []ChangeSet{{Name: "s", Pairs: []KVPair{{Key: []byte("k"), Value: make([]byte, 50)}}}}})
+	}
+	if err := l.Reset(0); err == nil {
+		t.Fatal("Reset(0) accepted")
+	}
+	if err := l.Reset(21); err != nil {
+		t.Fatal(err)
+	}
+	if l.FirstVersion() != 0 || l.LastVersion() != 0 {
+		t.Fatalf("after Reset: %d..%d", l.FirstVersion(), l.LastVersion())
+	}
+	if err := l.Append(Entry{Version: 11}); err == nil {
+		t.Fatal("append of a version other than the reset one accepted")
+	}
+	mustAppend(t, l, Entry{Version: 21})
+	mustAppend(t, l, Entry{Version: 22})
+	mustClose(t, l)
+	l = mustOpen(t, dir, Options{})
+	defer mustClose(t, l)
+	if l.FirstVersion() != 21 || l.LastVersion() != 22 {
+		t.Fatalf("after reopen: %d..%d", l.FirstVersion(), l.LastVersion())
+	}
+}

@@ -184,3 +184,35 @@ func recordEnd(f file, s segment, version int64) (int64, error) {
 		}
 	}
 }
+
+// Reset removes every entry and makes next the version the following Append
+// must carry. A database uses it when its newest snapshot is ahead of the
+// log's end, so that the log resumes right after the snapshot.
+func (l *Log) Reset(next int64) error {
+	l.truncMu.Lock()
+	defer l.truncMu.Unlock()
+	l.app.Lock()
+	defer l.app.Unlock()
+	if err := l.checkWritableLocked(); err != nil {
+		return err
+	}
+	if next < 1 {
+		return fmt.Errorf("%w: next version %d", ErrInvalidEntry, next)
+	}
+	if l.queue != nil {
+		if err := l.flushQueueLocked(false); err != nil {
+			return err
+		}
+	}
+	l.w.Lock()
+	defer l.w.Unlock()
+	l.mu.Lock()
+	segs := append([]segment(nil), l.mu.segments...)
+	l.mu.Unlock()
+	if err := l.truncateBackLocked(segs, -1); err != nil {
+		l.fail(err)
+		return err
+	}
+	l.app.next = next
+	return nil
+}
