@@ -10,20 +10,21 @@ import (
 // is stored as raw key bytes so that reading it big-endian orders like the
 // key.
 //
-// A snapshot of one tree is a directory holding four files:
+// A snapshot of one tree is a directory holding five files:
 //
 //	meta      fixed MetaSize bytes: identity, counts, root hash, and the
-//	          length and CRC32C of each of the three data files
+//	          length and CRC32C of each of the four data files
 //	leaves    LeafCount  records of RecordSize bytes, in key order
 //	branches  BranchCount records of RecordSize bytes, in post-order
 //	kvs       for each leaf in leaf order: key bytes then value bytes
+//	index     the key prefix of every IndexStride-th leaf
 //
 // The data files have no header: the meta file carries their format version,
 // lengths and checksums, so that every record sits at a multiple of
 // RecordSize from the start of its mapping and never straddles a cache line
 // more than it must.
 //
-// # meta (MetaSize = 128 bytes)
+// # meta (MetaSize = 192 bytes)
 //
 //	offset  size  field
 //	     0     8  magic, MetaMagic (the ASCII bytes "MEMIAVLS")
@@ -35,8 +36,10 @@ import (
 //	    40    32  root hash (sha256("") for the empty tree)
 //	    72     8  length of leaves   |  80  4  CRC32C of leaves   |  84  4  reserved, zero
 //	    88     8  length of branches |  96  4  CRC32C of branches |  100 4  reserved, zero
-//	   104     8  length of kvs      | 112  4  CRC32C of kvs      |  116 8  reserved, zero
-//	   124     4  CRC32C of bytes [0, 124)
+//	   104     8  length of kvs      | 112  4  CRC32C of kvs      |  116 4  reserved, zero
+//	   120     8  length of index    | 128  4  CRC32C of index    |  132 4  reserved, zero
+//	   136    52  reserved, zero
+//	   188     4  CRC32C of bytes [0, 188)
 //
 // # leaves (one RecordSize record per leaf; leaf i holds the i-th smallest key)
 //
@@ -72,6 +75,14 @@ import (
 //	right child = leaf k  if f+s-k == 1, else branch i-1
 //	left child  = leaf f  if k-f == 1,   else branch i-(f+s-k)
 //
+// # index (IndexEntrySize bytes per IndexStride leaves)
+//
+// Entry b is the key prefix of leaf b*IndexStride, stored like the prefix in
+// the leaf record; there are ceil(LeafCount/IndexStride) entries. A point
+// lookup binary-searches this small array first (it stays in the CPU caches)
+// to narrow the search to the one or two runs of IndexStride leaves, a single
+// 4 KiB page of records, whose prefixes can hold the key.
+//
 // The root is the last branch when there is one, leaf 0 for a tree of one
 // leaf, and there is none for the empty tree. A tree holds at most MaxLeaves
 // leaves because the leaf indices are 40-bit.
@@ -82,7 +93,7 @@ const (
 	FormatVersion uint32 = 0x00000001
 
 	// MetaSize is the size of the meta file.
-	MetaSize = 128
+	MetaSize = 192
 	// RecordSize is the size of a leaf or branch record.
 	RecordSize = 64
 	// HashSize is the size of a node hash.
@@ -95,6 +106,13 @@ const (
 	FileLeaves   = "leaves"
 	FileBranches = "branches"
 	FileKVs      = "kvs"
+	FileIndex    = "index"
+
+	// IndexStride is the number of leaves per index entry: one page of
+	// leaf records.
+	IndexStride = 64
+	// IndexEntrySize is the size of an index entry.
+	IndexEntrySize = 8
 )
 
 // Field offsets inside the meta file.
@@ -106,14 +124,15 @@ const (
 	metaOffLeafCount     = 24
 	metaOffBranchCount   = 32
 	metaOffRootHash      = 40
-	metaOffFiles         = 72 // three entries of metaFileEntrySize bytes
+	metaOffFiles         = 72 // metaDataFileCount entries of metaFileEntrySize bytes
 	metaFileEntrySize    = 16 // length u64 | crc u32 | reserved u32
-	metaOffReservedTail  = 116
-	metaOffCRC           = 124
+	metaOffReservedTail  = 136
+	metaOffCRC           = 188
 	metaFileIndexLeaves  = 0
 	metaFileIndexBranch  = 1
 	metaFileIndexKVs     = 2
-	metaDataFileCount    = 3
+	metaFileIndexIndex   = 3
+	metaDataFileCount    = 4
 	metaReservedTailSize = metaOffCRC - metaOffReservedTail
 )
 
@@ -144,7 +163,10 @@ const uint40Mask = 1<<40 - 1
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // dataFileNames lists the data files in the order of their meta entries.
-var dataFileNames = [metaDataFileCount]string{FileLeaves, FileBranches, FileKVs}
+var dataFileNames = [metaDataFileCount]string{FileLeaves, FileBranches, FileKVs, FileIndex}
+
+// indexLen returns the length of the index file of a tree of n leaves.
+func indexLen(n uint64) uint64 { return (n + IndexStride - 1) / IndexStride * IndexEntrySize }
 
 // fileInfo is the length and checksum of one data file as recorded in meta.
 type fileInfo struct {

@@ -11,22 +11,22 @@ import (
 // panic, and a snapshot that verifies must serve every leaf and find every
 // key.
 //
-// Input: a flags byte, the lengths of meta, leaves and branches as three
-// uint16 (clamped to what is left), then the files' bytes in that order; kvs
-// takes the rest. Flags rewrite meta before writing it so that mutations get
+// Input: a flags byte, the lengths of meta, leaves, branches and index as
+// four uint16 (clamped to what is left), then the files' bytes in that
+// order; kvs takes the rest. Flags rewrite meta before writing it so that mutations get
 // past the checksums: bit 0 derives the counts from the record files, bit 1
 // records the data files' lengths and checksums, bit 2 the meta checksum.
 func FuzzOpen(f *testing.F) {
 	// Inputs run one at a time in each process: they share a directory.
 	dir := filepath.Join(f.TempDir(), "snap")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < 7 {
+		if len(data) < 9 {
 			return
 		}
 		flags := data[0]
-		rest := data[7:]
+		rest := data[9:]
 		files := map[string][]byte{}
-		for i, name := range []string{FileMeta, FileLeaves, FileBranches} {
+		for i, name := range []string{FileMeta, FileLeaves, FileBranches, FileIndex} {
 			n := min(int(binary.LittleEndian.Uint16(data[1+2*i:])), len(rest))
 			files[name], rest = rest[:n:n], rest[n:]
 		}

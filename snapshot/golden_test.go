@@ -127,10 +127,10 @@ func TestGolden(t *testing.T) {
 // fuzzInput packs a snapshot's files into one FuzzOpen input.
 func fuzzInput(files map[string][]byte, flags byte) []byte {
 	b := []byte{flags}
-	for _, name := range []string{FileMeta, FileLeaves, FileBranches} {
+	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileIndex} {
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(files[name])))
 	}
-	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileKVs} {
+	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileIndex, FileKVs} {
 		b = append(b, files[name]...)
 	}
 	return b

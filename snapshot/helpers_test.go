@@ -428,7 +428,7 @@ func exercise(s *Snapshot) error {
 func readDir(t testing.TB, dir string) map[string][]byte {
 	t.Helper()
 	files := map[string][]byte{}
-	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileKVs} {
+	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileKVs, FileIndex} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)

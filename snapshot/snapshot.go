@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"hash/crc32"
 	"io"
 	"math"
@@ -82,6 +83,7 @@ type Snapshot struct {
 	leaves   []byte
 	branches []byte
 	kvs      []byte
+	index    []byte
 	maps     [metaDataFileCount][]byte
 	mapped   bool
 	closed   bool
@@ -125,6 +127,7 @@ func (s *Snapshot) setViews() {
 	s.leaves = s.maps[metaFileIndexLeaves]
 	s.branches = s.maps[metaFileIndexBranch]
 	s.kvs = s.maps[metaFileIndexKVs]
+	s.index = s.maps[metaFileIndexIndex]
 }
 
 // readMeta reads and checks the meta file at path.
@@ -214,6 +217,10 @@ func checkMetaFields(path string, b *[MetaSize]byte) error {
 	if l := m.files[metaFileIndexKVs].length; l > math.MaxInt {
 		return corruptAt(path, metaOffFiles+metaFileIndexKVs*metaFileEntrySize, "%s length %d", FileKVs, l)
 	}
+	if l := m.files[metaFileIndexIndex].length; l != indexLen(m.leafCount) {
+		return corruptAt(path, metaOffFiles+metaFileIndexIndex*metaFileEntrySize,
+			"%s length %d for %d leaves", FileIndex, l, m.leafCount)
+	}
 	return nil
 }
 
@@ -240,6 +247,12 @@ func mapFile(path string, size uint64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: mmap %s: %w", path, err)
 	}
+	// mmap.Mmap advises random access, which also turns off the kernel's
+	// fault-around: every first touch of a 4 KiB page then costs a fault of
+	// its own, even with the file in the page cache. Normal advice maps the
+	// cached neighbours of a faulting page together, which is what lookups
+	// and scans over a warm snapshot want.
+	_ = unix.Madvise(b, unix.MADV_NORMAL)
 	return b, nil
 }
 
@@ -462,11 +475,58 @@ func (s *Snapshot) Left(i uint64) (Ref, error) {
 // first leaf whose key is >= key (hi if none) and whether that key equals
 // key. It compares the 8-byte key prefixes first and reads full keys only
 // when they tie. It does not allocate.
+// narrow shrinks [lo, hi) to the leaves whose prefixes can equal p, using
+// the index: a leaf before the last run that starts below p has a smaller
+// prefix, and a leaf from the first run that starts above p on has a larger
+// one. Prefixes only order keys, so the result is a superset of the leaves
+// equal to or just above the key.
+func (s *Snapshot) narrow(p uint64, lo, hi uint64) (uint64, uint64) {
+	bLo, bHi := lo/IndexStride, (hi-1)/IndexStride+1
+	if bHi*IndexEntrySize > uint64(len(s.index)) {
+		return lo, hi // checked by Open; never narrow past the map
+	}
+	entry := func(b uint64) uint64 {
+		return binary.BigEndian.Uint64(s.index[b*IndexEntrySize:])
+	}
+	// j: first run in [bLo, bHi) whose first prefix is >= p
+	a, z := bLo, bHi
+	for a < z {
+		m := a + (z-a)/2
+		if entry(m) < p {
+			a = m + 1
+		} else {
+			z = m
+		}
+	}
+	j := a
+	// k: first run in [j, bHi) whose first prefix is > p
+	z = bHi
+	for a < z {
+		m := a + (z-a)/2
+		if entry(m) <= p {
+			a = m + 1
+		} else {
+			z = m
+		}
+	}
+	k := a
+	if j > bLo {
+		lo = max(lo, (j-1)*IndexStride)
+	}
+	if k < bHi {
+		hi = min(hi, k*IndexStride)
+	}
+	return lo, hi
+}
+
 func (s *Snapshot) Search(key []byte, lo, hi uint64) (idx uint64, found bool, err error) {
 	if lo > hi || hi > s.leafCount {
 		return 0, false, s.searchRangeError(lo, hi)
 	}
 	p := keyPrefix(key)
+	if hi-lo > 2*IndexStride {
+		lo, hi = s.narrow(p, lo, hi)
+	}
 	var eq uint64 // index of the last leaf seen equal to key
 	sawEq := false
 	for lo < hi {

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"encoding/binary"
+	"golang.org/x/sys/unix"
 	"hash/crc32"
 	"path/filepath"
 
@@ -39,7 +40,7 @@ func (s *Snapshot) Verify() error {
 	defer func() {
 		for _, b := range s.maps {
 			if b != nil {
-				_ = mmap.MadviseRandom(b)
+				_ = unix.Madvise(b, unix.MADV_NORMAL) // as mapped by Open
 			}
 		}
 	}()
@@ -80,6 +81,12 @@ func (s *Snapshot) verifyLeaves() error {
 		if i > 0 && bytes.Compare(prevKey, key) >= 0 {
 			return corruptAt(s.path(metaFileIndexKVs), kvEnd-uint64(len(key)+len(value)),
 				"leaf %d: key %x not greater than the previous key %x", i, key, prevKey)
+		}
+		if i%IndexStride == 0 {
+			off := i / IndexStride * IndexEntrySize
+			if e := binary.BigEndian.Uint64(s.index[off:]); e != keyPrefix(key) {
+				return corruptAt(s.path(metaFileIndexIndex), off, "entry for leaf %d: prefix %#016x does not match key %x", i, e, key)
+			}
 		}
 		prevKey = key
 		hash = nodehash.Leaf(hash[:0], key, value, s.LeafVersion(i))

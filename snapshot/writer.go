@@ -196,6 +196,14 @@ func (w *Writer) AddLeaf(key, value []byte, version int64, hash []byte) error {
 		return w.fail(fmt.Errorf("snapshot: write %s: %w", FileKVs, err))
 	}
 
+	if w.leafCount%IndexStride == 0 {
+		var e [IndexEntrySize]byte
+		copy(e[:], w.rec[leafOffPrefix:leafOffPrefix+IndexEntrySize])
+		if _, err := w.files[metaFileIndexIndex].buf.Write(e[:]); err != nil {
+			return w.fail(fmt.Errorf("snapshot: write %s: %w", FileIndex, err))
+		}
+	}
+
 	p := pending{first: w.leafCount, size: 1}
 	copy(p.hash[:], hash)
 	w.stack = append(w.stack, p)
