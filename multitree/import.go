@@ -93,8 +93,10 @@ func (o ImportOptions) validate(version int64) error {
 //
 // dir must not hold a database (see ImportOptions.Replace); a directory left
 // by an interrupted import is cleaned up first. A failed import leaves no
-// database behind. The sources are read from the calling goroutines of
-// Import, one goroutine per store at a time.
+// database behind. Each source is read by one goroutine, up to
+// opts.Concurrency sources at a time; when one fails the others stop early.
+// Memory is bounded by the trees' heights: nodes go straight to the
+// snapshot files.
 func Import(dir string, version int64, sources map[string]NodeSource, opts ImportOptions) (*storetypes.CommitInfo, error) {
 	names := make([]string, 0, len(sources))
 	for name, src := range sources {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	storetypes "cosmossdk.io/store/types"
+
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
@@ -344,5 +346,25 @@ func TestImportCleansLeftovers(t *testing.T) {
 	defer db.Close()
 	if v, err := db.Get("s", []byte("k")); err != nil || string(v) != "v" {
 		t.Fatalf("imported value %q, %v", v, err)
+	}
+}
+
+func TestImportCheckHook(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	var seen []string
+	_, err := multitree.Import(dir, 2, map[string]multitree.NodeSource{"s": leafSource("k", "v", 1)}, multitree.ImportOptions{
+		Stores: []string{"s", "t"},
+		Check: func(info *storetypes.CommitInfo) error {
+			for _, si := range info.StoreInfos {
+				seen = append(seen, si.Name)
+			}
+			return errors.New("hashes do not match")
+		},
+	})
+	if err == nil || fmt.Sprint(seen) != "[s t]" {
+		t.Fatalf("Check saw %v, import returned %v", seen, err)
+	}
+	if _, err := multitree.Open(dir, multitree.Options{}); !errors.Is(err, multitree.ErrNotFound) {
+		t.Fatalf("a rejected import left a database: %v", err)
 	}
 }
