@@ -421,3 +421,26 @@ func sortedKeys(keys [][]byte) [][]byte {
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i], out[j]) < 0 })
 	return out
 }
+
+// TestDeferredHashing saves most versions with deferred hashes (as log
+// replay does) and checks the hashes of the versions that are hashed.
+func TestDeferredHashing(t *testing.T) {
+	w := newWorkload(t, 0)
+	for v := 0; v < scale(400, 100); v++ {
+		for i := 0; i < w.r.Intn(200); i++ {
+			w.step()
+		}
+		if w.r.Intn(5) == 0 {
+			w.save()
+			continue
+		}
+		w.ours.SaveVersionDeferHash()
+		if _, _, err := w.ref.SaveVersion(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.save()
+	if err := w.ours.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

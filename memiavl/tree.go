@@ -225,6 +225,19 @@ func (t *Tree) SaveVersion() ([]byte, int64, error) {
 	return h, t.version, nil
 }
 
+// SaveVersionDeferHash commits the working tree as a new version like
+// SaveVersion but leaves the hashes of its changed nodes to be computed by a
+// later SaveVersion or RootHash, which then hashes only the nodes still
+// reachable. Replaying many versions this way hashes once at the end instead
+// of once per version. The tree must not be shared (no Copy, no readers)
+// until a SaveVersion or RootHash has run, since computing the deferred
+// hashes writes to committed nodes.
+func (t *Tree) SaveVersionDeferHash() int64 {
+	t.version = t.WorkingVersion()
+	t.saved = t.root
+	return t.version
+}
+
 // set inserts key below r, mirroring cosmos/iavl's recursiveSet: a new key
 // splits a leaf into an inner node of height 1, an update replaces the leaf and
 // does not rebalance.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -52,4 +53,31 @@ func LatestVersion(dir string) (int64, error) {
 		return 0, err
 	}
 	return max(current, last), nil
+}
+
+// canonicalEntry returns e with its change sets grouped by store, in store
+// name order, each store's pairs in their original order. Two entries with
+// the same canonical form produce the same trees: the order of changes
+// across stores does not matter, only within a store. The SDK writes a
+// block's stores in map order (cachemulti.Store.Write), so a re-executed
+// block reaches the database with its stores in another order.
+func canonicalEntry(e wal.Entry) wal.Entry {
+	if len(e.ChangeSets) < 2 {
+		return e
+	}
+	byStore := map[string][]wal.KVPair{}
+	var names []string
+	for _, cs := range e.ChangeSets {
+		if _, ok := byStore[cs.Name]; !ok {
+			names = append(names, cs.Name)
+		}
+		byStore[cs.Name] = append(byStore[cs.Name], cs.Pairs...)
+	}
+	sort.Strings(names)
+	out := e
+	out.ChangeSets = make([]wal.ChangeSet, len(names))
+	for i, name := range names {
+		out.ChangeSets[i] = wal.ChangeSet{Name: name, Pairs: byStore[name]}
+	}
+	return out
 }

@@ -141,7 +141,7 @@ func TestCrashRecovery(t *testing.T) {
 			t.Fatalf("round %d: reopened at %d, but %d was acknowledged", round, v, lastAcked)
 		}
 		for ; refVersion < v; refVersion++ {
-			if err := applyEntry(ref, wal.Entry{Version: refVersion + 1, ChangeSets: crashBlock(seed, refVersion+1)}); err != nil {
+			if err := applyEntry(ref, wal.Entry{Version: refVersion + 1, ChangeSets: crashBlock(seed, refVersion+1)}, true); err != nil {
 				t.Fatal(err)
 			}
 		}

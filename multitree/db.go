@@ -208,6 +208,8 @@ func (db *DB) create() error {
 }
 
 // replay applies the log entries after version from, up to to, to trees.
+// Only the last version is hashed: the intermediate ones are saved with
+// deferred hashes, so nodes rewritten again later are never hashed.
 func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 	if to <= from {
 		return nil
@@ -221,12 +223,13 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 		from = first - 1
 	}
 	return db.log.Replay(from+1, to, func(e wal.Entry) error {
-		return applyEntry(trees, e)
+		return applyEntry(trees, e, e.Version == to)
 	})
 }
 
-// applyEntry applies one logged version to trees and saves it.
-func applyEntry(trees map[string]*memiavl.Tree, e wal.Entry) error {
+// applyEntry applies one logged version to trees and saves it, computing
+// the hashes only when hash is set (see memiavl.Tree.SaveVersionDeferHash).
+func applyEntry(trees map[string]*memiavl.Tree, e wal.Entry, hash bool) error {
 	for _, t := range trees {
 		if t.Version() == 0 && t.IsEmpty() && e.Version > 1 {
 			// the database's first version sets the initial version
@@ -244,9 +247,16 @@ func applyEntry(trees map[string]*memiavl.Tree, e wal.Entry) error {
 		}
 	}
 	for name, t := range trees {
-		if _, v, err := t.SaveVersion(); err != nil {
-			return err
-		} else if v != e.Version {
+		var v int64
+		if hash {
+			var err error
+			if _, v, err = t.SaveVersion(); err != nil {
+				return err
+			}
+		} else {
+			v = t.SaveVersionDeferHash()
+		}
+		if v != e.Version {
 			return fmt.Errorf("%w: store %q saved version %d while replaying %d", ErrCorrupt, name, v, e.Version)
 		}
 	}
@@ -659,13 +669,13 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 // checkLoggedLocked accepts a re-commit of a logged version only with the
 // same content.
 func (db *DB) checkLoggedLocked(e wal.Entry) error {
-	want, err := wal.AppendEntry(nil, e)
+	want, err := wal.AppendEntry(nil, canonicalEntry(e))
 	if err != nil {
 		return err
 	}
 	var got []byte
 	err = db.log.Replay(e.Version, e.Version, func(le wal.Entry) error {
-		got, err = wal.AppendEntry(nil, le)
+		got, err = wal.AppendEntry(nil, canonicalEntry(le))
 		return err
 	})
 	if err != nil {

@@ -11,6 +11,9 @@ import (
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 )
 
+// maxCatchUpRounds bounds the background catch-up of a rewrite.
+const maxCatchUpRounds = 8
+
 // rewriteJob is a background snapshot rewrite. Its goroutine writes the
 // snapshot of an immutable version, maps it, and replays the log entries
 // committed meanwhile onto the new trees; the writer switches to them at a
@@ -67,15 +70,22 @@ func (db *DB) maybeStartRewriteLocked() {
 		if res.err == nil {
 			res.gen, res.trees, res.err = openGeneration(db.dir, v)
 		}
-		// catch up with the versions committed while writing, off the
-		// commit path
-		for res.err == nil {
+		// Catch up with the versions committed while writing, off the
+		// commit path, in rounds: each replays what was logged by its
+		// start. The rounds stop when the gap no longer shrinks (commits
+		// arrive as fast as they replay) or after maxCatchUpRounds; the
+		// switching Commit replays the rest, the versions logged during
+		// the last round.
+		prevGap := int64(-1)
+		for round := 0; res.err == nil && round < maxCatchUpRounds; round++ {
 			last := db.log.LastVersion()
-			if last <= res.caughtUp || db.ctx.Err() != nil {
+			gap := last - res.caughtUp
+			if gap <= 0 || db.ctx.Err() != nil || (prevGap >= 0 && gap >= prevGap) {
 				break
 			}
 			res.err = db.replay(res.trees, res.caughtUp, last)
 			res.caughtUp = last
+			prevGap = gap
 		}
 		if res.err != nil && res.gen != nil {
 			res.gen.release()

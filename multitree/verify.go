@@ -2,7 +2,6 @@ package multitree
 
 import (
 	"fmt"
-	"github.com/seed-6dfbb450/memiavl/wal"
 	"os"
 	"path/filepath"
 )
@@ -50,14 +49,12 @@ func Verify(dir string) (*VerifyReport, error) {
 	}
 	defer db.Close()
 	rep.WALFirst, rep.WALLast = db.log.FirstVersion(), db.log.LastVersion()
-	if len(versions) > 0 && rep.WALLast > versions[0] {
-		// every kept snapshot must be able to reach the latest version
-		if err := db.log.Replay(max(versions[0]+1, rep.WALFirst), rep.WALLast, func(e wal.Entry) error { return nil }); err != nil {
-			return rep, err
-		}
-		if rep.WALFirst > versions[0]+1 && versions[0] != 0 {
-			return rep, fmt.Errorf("%w: log starts at %d, oldest kept snapshot is %d", ErrCorrupt, rep.WALFirst, versions[0])
-		}
+	// every record's checksum and the versions' continuity
+	if err := db.log.Verify(); err != nil {
+		return rep, err
+	}
+	if len(versions) > 0 && rep.WALLast > versions[0] && rep.WALFirst > versions[0]+1 && versions[0] != 0 {
+		return rep, fmt.Errorf("%w: log starts at %d, oldest kept snapshot is %d", ErrCorrupt, rep.WALFirst, versions[0])
 	}
 	view, err := db.View()
 	if err != nil {
