@@ -427,7 +427,8 @@ func sortedKeys(keys [][]byte) [][]byte {
 func TestDeferredHashing(t *testing.T) {
 	w := newWorkload(t, 0)
 	for v := 0; v < scale(400, 100); v++ {
-		for i := 0; i < w.r.Intn(200); i++ {
+		n := w.r.Intn(200)
+		for i := 0; i < n; i++ {
 			w.step()
 		}
 		if w.r.Intn(5) == 0 {
