@@ -1,0 +1,26 @@
+package compat
+
+import "errors"
+
+// Sentinel errors. Errors returned by the adapters wrap them with context;
+// test them with errors.Is.
+var (
+	// ErrNotLoaded is returned (or panicked with) when the multistore is used
+	// before LoadLatestVersion or LoadVersion.
+	ErrNotLoaded = errors.New("compat: the multistore is not loaded")
+	// ErrInvalidConfig reports a bad Config.
+	ErrInvalidConfig = errors.New("compat: invalid memiavl config")
+	// ErrUnsupportedStoreType is returned for a mounted store type other than
+	// IAVL, transient and memory.
+	ErrUnsupportedStoreType = errors.New("compat: unsupported store type")
+	// ErrVersionReleased is panicked with by a read of a historical branch
+	// (CacheMultiStoreWithVersion) whose version is no longer held: its view
+	// was evicted from the query view cache and its snapshots unmapped. It
+	// plays the part of a version pruned under a running query in rootmulti.
+	ErrVersionReleased = errors.New("compat: version no longer held for queries")
+	// ErrStoreNotAtVersion is panicked with by a read of a store that did not
+	// exist at the version of a historical branch (it was added later).
+	ErrStoreNotAtVersion = errors.New("compat: store does not exist at this version")
+	// ErrReadOnlyVersion is panicked with by a write to a historical store.
+	ErrReadOnlyVersion = errors.New("compat: a historical version is read-only")
+)

@@ -1,0 +1,220 @@
+package compat
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+
+	"cosmossdk.io/store/cachekv"
+	pruningtypes "cosmossdk.io/store/pruning/types"
+	"cosmossdk.io/store/tracekv"
+	"cosmossdk.io/store/types"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
+
+// TreeStore is the CommitKVStore of one store of the database: the working
+// tree of that store, as rootmulti mounts an iavl.Store per module.
+//
+// Reads go straight to the working tree; writes go through the database
+// (DB.Set, DB.Delete) so that they are logged. Like iavl.Store it follows the
+// KVStore contract: Set panics on a nil or empty key and on a nil value
+// (types.AssertValidKey, types.AssertValidValue); a failure of the database
+// (closed, corrupt) panics with the error, as iavl.Store does for its tree's
+// errors. Deleting a nil key is a no-op, as in iavl.
+//
+// A TreeStore belongs to the writer: it is used by the goroutine that
+// executes blocks (the SDK serializes block execution, CheckTx and ABCI
+// queries). Concurrent readers use CacheMultiStoreWithVersion. Unless
+// Config.ZeroCopy is set, every key and value it returns is the caller's
+// own copy or a slice the tree holds in memory, never a slice of a memory
+// map.
+type TreeStore struct {
+	ms   *MultiStore
+	db   *multitree.DB
+	name string
+	// tree is the working tree; the multistore refreshes it after every
+	// operation that may replace it (Commit, store upgrades, reloads).
+	tree     *memiavl.Tree
+	zeroCopy bool
+}
+
+var (
+	_ types.CommitKVStore           = (*TreeStore)(nil)
+	_ types.Queryable               = (*TreeStore)(nil)
+	_ types.StoreWithInitialVersion = (*TreeStore)(nil)
+)
+
+// Name returns the store's name.
+func (st *TreeStore) Name() string { return st.name }
+
+// GetStoreType implements types.Store: StoreTypeIAVL.
+func (st *TreeStore) GetStoreType() types.StoreType { return types.StoreTypeIAVL }
+
+// CacheWrap implements types.Store.
+func (st *TreeStore) CacheWrap() types.CacheWrap { return cachekv.NewStore(st) }
+
+// CacheWrapWithTrace implements types.Store.
+func (st *TreeStore) CacheWrapWithTrace(w io.Writer, tc types.TraceContext) types.CacheWrap {
+	return cachekv.NewStore(tracekv.NewStore(st, w, tc))
+}
+
+// Get implements types.KVStore. It returns nil for an absent key.
+func (st *TreeStore) Get(key []byte) []byte {
+	var v []byte
+	var err error
+	if st.zeroCopy {
+		v, err = st.tree.GetZeroCopy(key)
+	} else {
+		v, err = st.tree.Get(key)
+	}
+	if err != nil {
+		panic(fmt.Errorf("memiavl: store %q: get %X: %w", st.name, key, err))
+	}
+	return v
+}
+
+// Has implements types.KVStore.
+func (st *TreeStore) Has(key []byte) bool {
+	ok, err := st.tree.Has(key)
+	if err != nil {
+		panic(fmt.Errorf("memiavl: store %q: has %X: %w", st.name, key, err))
+	}
+	return ok
+}
+
+// Set implements types.KVStore. The tree retains key and value: the caller
+// must not modify them afterwards (as with iavl).
+func (st *TreeStore) Set(key, value []byte) {
+	types.AssertValidKey(key)
+	types.AssertValidValue(value)
+	if err := st.db.Set(st.name, key, value); err != nil {
+		panic(fmt.Errorf("memiavl: set %X: %w", key, err))
+	}
+}
+
+// Delete implements types.KVStore.
+func (st *TreeStore) Delete(key []byte) {
+	if key == nil {
+		return
+	}
+	if err := st.db.Delete(st.name, key); err != nil {
+		panic(fmt.Errorf("memiavl: delete %X: %w", key, err))
+	}
+}
+
+// Iterator implements types.KVStore: ascending over [start, end), a nil
+// bound being open. No write may happen to the store while the iterator is
+// open (write through a cache branch instead), as with iavl.
+func (st *TreeStore) Iterator(start, end []byte) types.Iterator {
+	return st.iterator(start, end, true)
+}
+
+// ReverseIterator implements types.KVStore: descending over [start, end).
+func (st *TreeStore) ReverseIterator(start, end []byte) types.Iterator {
+	return st.iterator(start, end, false)
+}
+
+func (st *TreeStore) iterator(start, end []byte, ascending bool) types.Iterator {
+	it := st.tree.Iterator(start, end, ascending)
+	if st.zeroCopy {
+		return it
+	}
+	return &copyIterator{it: it}
+}
+
+// Commit implements types.Committer. The stores of the database are
+// committed together by MultiStore.Commit; committing one store alone is a
+// programming error and panics.
+func (st *TreeStore) Commit() types.CommitID {
+	panic(fmt.Sprintf("memiavl: store %q is committed with its multistore (CommitMultiStore.Commit)", st.name))
+}
+
+// LastCommitID implements types.Committer: the last committed version and
+// the store's root hash at it. A store added in the working version has not
+// been committed: version 0 and the empty tree's hash.
+func (st *TreeStore) LastCommitID() types.CommitID {
+	if info := st.db.LastCommitInfo(); info != nil {
+		for _, si := range info.StoreInfos {
+			if si.Name == st.name {
+				return si.CommitId
+			}
+		}
+	}
+	empty := sha256.Sum256(nil)
+	return types.CommitID{Hash: empty[:]}
+}
+
+// WorkingHash implements types.Committer: the root hash of the working tree.
+func (st *TreeStore) WorkingHash() []byte { return st.tree.RootHash() }
+
+// SetPruning implements types.Committer. It is a no-op: history is kept as
+// snapshots (Config.SnapshotKeepRecent), not pruned by height.
+func (st *TreeStore) SetPruning(pruningtypes.PruningOptions) {}
+
+// GetPruning implements types.Committer: PruningUndefined, as the SDK's
+// stores without pruning of their own return.
+func (st *TreeStore) GetPruning() pruningtypes.PruningOptions {
+	return pruningtypes.NewPruningOptions(pruningtypes.PruningUndefined)
+}
+
+// SetInitialVersion implements types.StoreWithInitialVersion. The initial
+// version belongs to the whole database: this sets it for every store (see
+// MultiStore.SetInitialVersion).
+func (st *TreeStore) SetInitialVersion(version int64) {
+	if err := st.ms.SetInitialVersion(version); err != nil {
+		panic(err)
+	}
+}
+
+// Query implements types.Queryable with the paths of iavl.Store: "/key"
+// (with proofs) and "/subspace". See MultiStore.Query.
+func (st *TreeStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error) {
+	res, _, err := st.ms.queryStore(st.name, req)
+	return res, err
+}
+
+// copyIterator returns copies of the keys and values of a tree iterator, so
+// that they stay valid after the snapshot they were read from is unmapped.
+type copyIterator struct {
+	it         *memiavl.Iterator
+	key, value []byte
+	copiedKey  bool
+	copiedVal  bool
+}
+
+var _ types.Iterator = (*copyIterator)(nil)
+
+func (ci *copyIterator) Domain() ([]byte, []byte) { return ci.it.Domain() }
+func (ci *copyIterator) Valid() bool              { return ci.it.Valid() }
+func (ci *copyIterator) Error() error             { return ci.it.Error() }
+func (ci *copyIterator) Close() error             { return ci.it.Close() }
+
+func (ci *copyIterator) Next() {
+	ci.it.Next()
+	ci.copiedKey, ci.copiedVal = false, false
+}
+
+func (ci *copyIterator) Key() []byte {
+	if !ci.copiedKey {
+		ci.key, ci.copiedKey = bytes.Clone(ci.it.Key()), true
+	}
+	return ci.key
+}
+
+func (ci *copyIterator) Value() []byte {
+	if !ci.copiedVal {
+		ci.value, ci.copiedVal = cloneValue(ci.it.Value()), true
+	}
+	return ci.value
+}
+
+// cloneValue copies v, keeping an empty value non-nil.
+func cloneValue(v []byte) []byte {
+	if v == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(v)), v...)
+}

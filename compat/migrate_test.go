@@ -1,0 +1,225 @@
+package compat_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"cosmossdk.io/log"
+	"cosmossdk.io/store/metrics"
+	pruningtypes "cosmossdk.io/store/pruning/types"
+	"cosmossdk.io/store/rootmulti"
+	storetypes "cosmossdk.io/store/types"
+	dbm "github.com/cosmos/cosmos-db"
+
+	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// migChain is an SDK application database: rootmulti over cosmos/iavl in
+// goleveldb, keeping every version.
+type migChain struct {
+	t      *testing.T
+	db     dbm.DB
+	rs     *rootmulti.Store
+	stores []string
+	hashes map[int64][]byte
+}
+
+func migLoad(t *testing.T, db dbm.DB, stores []string, up *storetypes.StoreUpgrades) *rootmulti.Store {
+	t.Helper()
+	rs := rootmulti.NewStore(db, log.NewNopLogger(), metrics.NewNoOpMetrics())
+	rs.SetPruning(pruningtypes.NewPruningOptions(pruningtypes.PruningNothing))
+	for _, name := range stores {
+		rs.MountStoreWithDB(storetypes.NewKVStoreKey(name), storetypes.StoreTypeIAVL, nil)
+	}
+	rs.MountStoreWithDB(storetypes.NewTransientStoreKey("transient"), storetypes.StoreTypeTransient, nil)
+	var err error
+	if up != nil {
+		err = rs.LoadLatestVersionAndUpgrade(up)
+	} else {
+		err = rs.LoadLatestVersion()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// migBuild writes blocks of random changes, adding a store half-way.
+func migBuild(t *testing.T, db dbm.DB, blocks int) *migChain {
+	r := testutil.Rand(t)
+	stores := []string{"acc", "bank", "distribution", "gov", "staking"}
+	c := &migChain{t: t, db: db, stores: stores, hashes: map[int64][]byte{}}
+	c.rs = migLoad(t, db, stores, nil)
+	changes := ssBlocks(r, stores, blocks, 30)
+	for i, css := range changes {
+		if i == blocks/2 {
+			c.stores = append(c.stores, "upgrade")
+			c.rs = migLoad(t, db, c.stores, &storetypes.StoreUpgrades{Added: []string{"upgrade"}})
+		}
+		if i > blocks/2 {
+			css = append(css, wal.ChangeSet{Name: "upgrade", Pairs: []wal.KVPair{{Key: []byte(fmt.Sprint(i % 7)), Value: []byte(fmt.Sprint(i))}}})
+		}
+		cid := ssApply(c.rs, css)
+		c.hashes[cid.Version] = cid.Hash
+	}
+	return c
+}
+
+// migSameAsRootMulti compares the stores of the database in dir with the
+// rootmulti store at version.
+func migSameAsRootMulti(t *testing.T, rs *rootmulti.Store, version int64, dir string, stores []string) {
+	t.Helper()
+	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	view, err := db.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Release()
+	sort.Strings(stores)
+	if fmt.Sprint(view.StoreNames()) != fmt.Sprint(stores) || view.Version() != version {
+		t.Fatalf("stores %v at %d, want %v at %d", view.StoreNames(), view.Version(), stores, version)
+	}
+	cms, err := rs.CacheMultiStoreWithVersion(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := rs.StoreKeysByName()
+	for _, name := range stores {
+		tr := view.Tree(name)
+		if err := tr.Check(); err != nil {
+			t.Fatal(err)
+		}
+		it := tr.Iterator(nil, nil, true)
+		rit := cms.GetKVStore(keys[name]).Iterator(nil, nil)
+		for ; rit.Valid(); rit.Next() {
+			if !it.Valid() || !bytes.Equal(it.Key(), rit.Key()) || !bytes.Equal(it.Value(), rit.Value()) {
+				t.Fatalf("store %s at %d differs at %X", name, version, rit.Key())
+			}
+			it.Next()
+		}
+		rit.Close()
+		if it.Valid() {
+			t.Fatalf("store %s: extra key %X", name, it.Key())
+		}
+	}
+}
+
+func TestImportIAVLFromGoLevelDB(t *testing.T) {
+	home := t.TempDir()
+	ldb, err := dbm.NewGoLevelDB("application", home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := 80
+	c := migBuild(t, ldb, blocks)
+	latest := int64(blocks)
+	if err := ldb.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// reopen the closed application database, as a node being migrated would
+	ldb, err = dbm.NewGoLevelDB("application", home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ldb.Close()
+	for _, height := range []int64{latest, int64(blocks/2) - 3} {
+		dir := filepath.Join(t.TempDir(), "memiavl.db")
+		if err := compat.ImportIAVL(ldb, height, nil, dir, multitree.Options{RewriteConcurrency: 2}); err != nil {
+			t.Fatalf("height %d: %v", height, err)
+		}
+		db, err := multitree.Open(dir, multitree.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db.Version() != height || !bytes.Equal(db.LastCommitInfo().Hash(), c.hashes[height]) {
+			t.Fatalf("imported height %d: version %d app hash %X, want %X", height, db.Version(), db.LastCommitInfo().Hash(), c.hashes[height])
+		}
+		db.Close()
+		rs := migLoad(t, ldb, c.stores, nil)
+		stores := c.stores
+		if height < int64(blocks/2) {
+			stores = stores[:len(stores)-1] // before the upgrade
+		}
+		migSameAsRootMulti(t, rs, height, dir, append([]string(nil), stores...))
+	}
+
+	// a subset of the stores: each root hash is checked
+	dir := filepath.Join(t.TempDir(), "subset")
+	if err := compat.ImportIAVL(ldb, latest, []string{"bank", "upgrade"}, dir, multitree.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	migSameAsRootMulti(t, migLoad(t, ldb, c.stores, nil), latest, dir, []string{"bank", "upgrade"})
+
+	// errors
+	for name, f := range map[string]func(dir string) error{
+		"future height": func(dir string) error { return compat.ImportIAVL(ldb, latest+1, nil, dir, multitree.Options{}) },
+		"height zero":   func(dir string) error { return compat.ImportIAVL(ldb, 0, nil, dir, multitree.Options{}) },
+		"unknown store": func(dir string) error {
+			return compat.ImportIAVL(ldb, latest, []string{"nope"}, dir, multitree.Options{})
+		},
+		"store twice": func(dir string) error {
+			return compat.ImportIAVL(ldb, latest, []string{"acc", "acc"}, dir, multitree.Options{})
+		},
+		"store too late": func(dir string) error {
+			return compat.ImportIAVL(ldb, 3, []string{"upgrade"}, dir, multitree.Options{})
+		},
+	} {
+		dir := filepath.Join(t.TempDir(), "db")
+		if err := f(dir); !errors.Is(err, compat.ErrMigrate) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "current")); err == nil {
+			t.Fatalf("%s: a failed import left a database", name)
+		}
+	}
+	// over an existing database
+	if err := compat.ImportIAVL(ldb, latest, nil, dir, multitree.Options{}); !errors.Is(err, multitree.ErrExists) {
+		t.Fatalf("import over a database: %v", err)
+	}
+}
+
+func TestImportIAVLChecksRecordedHashes(t *testing.T) {
+	mem := dbm.NewMemDB()
+	c := migBuild(t, mem, 10)
+	// a commit info that does not match the trees
+	key := []byte("s/10")
+	bz, err := mem.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ci storetypes.CommitInfo
+	if err := ci.Unmarshal(bz); err != nil {
+		t.Fatal(err)
+	}
+	ci.StoreInfos[1].CommitId.Hash = bytes.Repeat([]byte{7}, 32)
+	bad, err := ci.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Set(key, bad); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	err = compat.ImportIAVL(mem, 10, nil, dir, multitree.Options{})
+	if !errors.Is(err, compat.ErrMigrate) {
+		t.Fatalf("mismatched commit info: %v", err)
+	}
+	t.Log(err)
+	if _, err := multitree.Open(dir, multitree.Options{}); !errors.Is(err, multitree.ErrNotFound) {
+		t.Fatalf("a failed import left a database: %v", err)
+	}
+	_ = c
+}

@@ -1,0 +1,737 @@
+package compat
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"cosmossdk.io/log"
+	"cosmossdk.io/store/cachemulti"
+	"cosmossdk.io/store/listenkv"
+	"cosmossdk.io/store/mem"
+	"cosmossdk.io/store/metrics"
+	pruningtypes "cosmossdk.io/store/pruning/types"
+	"cosmossdk.io/store/tracekv"
+	"cosmossdk.io/store/transient"
+	"cosmossdk.io/store/types"
+	dbm "github.com/cosmos/cosmos-db"
+
+	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// MultiStore is a types.CommitMultiStore over the database: a drop-in
+// replacement for the SDK's rootmulti.Store (cosmossdk.io/store v1.1.x) whose
+// app hashes, query results and proofs are identical to rootmulti's over
+// cosmos/iavl for the same blocks.
+//
+// Mount the stores (MountStoreWithDB: IAVL, transient and memory stores),
+// then load (LoadLatestVersion, LoadVersion, or with StoreUpgrades). IAVL
+// stores are trees of the database in dir; transient and memory stores are
+// the SDK's own (transient.NewStore, mem.NewStore) and, as in rootmulti, take
+// no part in the app hash.
+//
+// Concurrency follows the SDK's use of rootmulti: block execution, Commit,
+// loads and ABCI queries come from one goroutine at a time (the consensus
+// connection serializes them); CacheMultiStoreWithVersion and its branches,
+// LastCommitID and LatestVersion may be used from any goroutine (gRPC
+// queries) and never wait for a commit: they share with Commit only the view
+// cache's mutex, which either side holds for a map update.
+//
+// Differences from rootmulti, all documented on the methods: pruning is by
+// snapshots (Config) rather than SetPruning; there is no inter-block cache
+// or IAVL node cache to configure; a store deleted or renamed by
+// StoreUpgrades leaves the multistore at load time rather than at the next
+// Commit; a store that is in the database but no longer mounted is dropped
+// from the working version (rootmulti drops it from the app hash too); the
+// "/subspace" query reads the last committed version.
+type MultiStore struct {
+	dir    string
+	cfg    Config
+	logger log.Logger
+
+	db    *multitree.DB
+	views *viewCache
+	// lastCommitID is read by concurrent queries (LatestVersion).
+	lastCommitID atomic.Pointer[types.CommitID]
+
+	initialVersion int64
+
+	storeTypes map[types.StoreKey]types.StoreType // mounted stores
+	keysByName map[string]types.StoreKey
+	stores     map[types.StoreKey]types.CommitKVStore // loaded stores
+	trees      []*TreeStore                           // the IAVL ones among stores
+
+	listeners    map[types.StoreKey]*types.MemoryListener
+	traceWriter  io.Writer
+	traceContext struct {
+		sync.Mutex
+		tc types.TraceContext
+	}
+
+	metrics          metrics.StoreMetrics
+	pruning          pruningtypes.PruningOptions
+	snapshotInterval uint64
+}
+
+var (
+	_ types.CommitMultiStore = (*MultiStore)(nil)
+	_ types.Queryable        = (*MultiStore)(nil)
+)
+
+// NewMultiStore returns a multistore over the database in dir (created on
+// the first load if missing). Nothing is opened before a Load method.
+func NewMultiStore(dir string, logger log.Logger, cfg Config) (*MultiStore, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = log.NewNopLogger()
+	}
+	return &MultiStore{
+		dir:        dir,
+		cfg:        cfg,
+		logger:     logger,
+		views:      newViewCache(cfg.QueryViews),
+		storeTypes: map[types.StoreKey]types.StoreType{},
+		keysByName: map[string]types.StoreKey{},
+		stores:     map[types.StoreKey]types.CommitKVStore{},
+		listeners:  map[types.StoreKey]*types.MemoryListener{},
+		metrics:    metrics.NewNoOpMetrics(),
+		pruning:    pruningtypes.NewPruningOptions(pruningtypes.PruningNothing),
+	}, nil
+}
+
+// DB returns the database, nil before a load, for reads and inspection.
+// Changes must go through the multistore: writes through its stores, commits
+// through Commit, snapshot rewrites through RewriteSnapshot. The stores read
+// the database's working trees, which those methods keep them pointed at; a
+// change made on the database directly (DB.RewriteSnapshot replaces the
+// working trees) leaves them reading replaced trees.
+func (s *MultiStore) DB() *multitree.DB { return s.db }
+
+// RewriteSnapshot synchronously writes a snapshot of the last committed
+// version and switches to it (multitree.DB.RewriteSnapshot), for offline
+// use: background rewrites happen every Config.SnapshotInterval blocks
+// anyway.
+func (s *MultiStore) RewriteSnapshot(ctx context.Context) error {
+	db := s.mustDB()
+	err := db.RewriteSnapshot(ctx)
+	s.refreshTrees()
+	return err
+}
+
+// Dir returns the database directory.
+func (s *MultiStore) Dir() string { return s.dir }
+
+// Close closes the database and releases every cached view. Branches and
+// views still in use fail their next read. The SDK's BaseApp.Close does not
+// close the multistore: an app calls this from its own Close so that an
+// asynchronous log is flushed.
+func (s *MultiStore) Close() error {
+	s.views.clear()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+func (s *MultiStore) mustDB() *multitree.DB {
+	if s.db == nil {
+		panic(ErrNotLoaded)
+	}
+	return s.db
+}
+
+// GetStoreType implements types.Store.
+func (s *MultiStore) GetStoreType() types.StoreType { return types.StoreTypeMulti }
+
+// MountStoreWithDB implements types.CommitMultiStore for IAVL, transient and
+// memory stores; db is ignored (every IAVL store lives in the database
+// directory). It panics on a nil key or a duplicate key or name, as
+// rootmulti does; an unsupported type fails the next load.
+func (s *MultiStore) MountStoreWithDB(key types.StoreKey, typ types.StoreType, _ dbm.DB) {
+	if key == nil {
+		panic("MountIAVLStore() key cannot be nil")
+	}
+	if _, ok := s.storeTypes[key]; ok {
+		panic(fmt.Sprintf("store duplicate store key %v", key))
+	}
+	if _, ok := s.keysByName[key.Name()]; ok {
+		panic(fmt.Sprintf("store duplicate store key name %v", key))
+	}
+	s.storeTypes[key] = typ
+	s.keysByName[key.Name()] = key
+}
+
+// GetCommitStore implements types.CommitMultiStore.
+func (s *MultiStore) GetCommitStore(key types.StoreKey) types.CommitStore {
+	return s.GetCommitKVStore(key)
+}
+
+// GetCommitKVStore implements types.CommitMultiStore: the mounted store, nil
+// if there is none (or before a load).
+func (s *MultiStore) GetCommitKVStore(key types.StoreKey) types.CommitKVStore {
+	st, ok := s.stores[key]
+	if !ok {
+		return nil
+	}
+	return st
+}
+
+// StoreKeysByName returns the mounted store keys by name (as rootmulti's).
+func (s *MultiStore) StoreKeysByName() map[string]types.StoreKey { return s.keysByName }
+
+// GetStoreByName returns the loaded store of that name, nil if there is none.
+func (s *MultiStore) GetStoreByName(name string) types.Store {
+	key := s.keysByName[name]
+	if key == nil {
+		return nil
+	}
+	if st := s.GetCommitKVStore(key); st != nil {
+		return st
+	}
+	return nil
+}
+
+// GetStore implements types.MultiStore; it panics if the store does not exist.
+func (s *MultiStore) GetStore(key types.StoreKey) types.Store {
+	st := s.GetCommitKVStore(key)
+	if st == nil {
+		panic(fmt.Sprintf("store does not exist for key: %s", key.Name()))
+	}
+	return st
+}
+
+// GetKVStore implements types.MultiStore: the mounted store, wrapped with
+// the tracer when tracing is enabled and with the listener when listening is
+// enabled for it, as rootmulti does. It panics if the store does not exist.
+func (s *MultiStore) GetKVStore(key types.StoreKey) types.KVStore {
+	st := s.stores[key]
+	if st == nil {
+		panic(fmt.Sprintf("store does not exist for key: %s", key.Name()))
+	}
+	store := types.KVStore(st)
+	if s.TracingEnabled() {
+		store = tracekv.NewStore(store, s.traceWriter, s.getTracingContext())
+	}
+	if s.ListeningEnabled(key) {
+		store = listenkv.NewStore(store, key, s.listeners[key])
+	}
+	return store
+}
+
+// LoadLatestVersion implements types.CommitMultiStore. It opens the
+// database (creating it with the mounted IAVL stores if it does not exist).
+func (s *MultiStore) LoadLatestVersion() error { return s.loadVersion(0, nil) }
+
+// LoadLatestVersionAndUpgrade implements types.CommitMultiStore: the store
+// upgrades are applied to the working version as rootmulti applies them
+// (see loadVersion).
+func (s *MultiStore) LoadLatestVersionAndUpgrade(upgrades *types.StoreUpgrades) error {
+	return s.loadVersion(0, upgrades)
+}
+
+// LoadVersion implements types.CommitMultiStore. Loading an older version
+// than the latest opens the database at it; as with rootmulti, the next
+// commits must then reproduce the versions already committed (the database
+// rejects different content with multitree.ErrConflict). RollbackToVersion
+// discards them instead.
+func (s *MultiStore) LoadVersion(ver int64) error { return s.loadVersion(ver, nil) }
+
+// LoadVersionAndUpgrade implements types.CommitMultiStore.
+func (s *MultiStore) LoadVersionAndUpgrade(ver int64, upgrades *types.StoreUpgrades) error {
+	return s.loadVersion(ver, upgrades)
+}
+
+// loadVersion (re)opens the database at ver (0: the latest), applies the
+// store upgrades and builds the mounted stores. Upgrades follow rootmulti:
+//
+//   - an added store is created empty (a store already in the database is
+//     kept as it is);
+//   - a renamed store is rebuilt under its new name in the working version
+//     with the old store's pairs, and the old store is removed;
+//   - a deleted store is removed.
+//
+// Only mounted stores are affected, as in rootmulti. A mounted store missing
+// from a database that has committed versions is an error ("new stores
+// should be added using StoreUpgrades"). A store of the database that is no
+// longer mounted is removed in the working version, with a warning: rootmulti
+// drops it from the commit info, and so from the app hash, too.
+func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) (err error) {
+	if err := s.closeDB(); err != nil {
+		return err
+	}
+	for key, typ := range s.storeTypes {
+		switch typ {
+		case types.StoreTypeIAVL:
+		case types.StoreTypeTransient:
+			if _, ok := key.(*types.TransientStoreKey); !ok {
+				return fmt.Errorf("invalid StoreKey for StoreTypeTransient: %s", key.String())
+			}
+		case types.StoreTypeMemory:
+			if _, ok := key.(*types.MemoryStoreKey); !ok {
+				return fmt.Errorf("unexpected key type for a MemoryStoreKey; got: %s", key.String())
+			}
+		default:
+			return fmt.Errorf("%w: store %q of type %v (IAVL, transient and memory stores are supported)", ErrUnsupportedStoreType, key.Name(), typ)
+		}
+	}
+	latest, err := multitree.LatestVersion(s.dir)
+	if err != nil {
+		return err
+	}
+	if ver < 0 || ver > latest {
+		return fmt.Errorf("%w: cannot load version %d, the latest version is %d", multitree.ErrVersion, ver, latest)
+	}
+	opts := s.cfg.dbOptions()
+	opts.CreateIfMissing = true
+	opts.InitialStores = s.mountedTrees()
+	if ver > 0 && ver < latest {
+		opts.TargetVersion = ver
+	}
+	db, err := multitree.Open(s.dir, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = db.Close()
+		}
+	}()
+	if s.initialVersion > 1 && db.Version() == 0 {
+		if err := db.SetInitialVersion(s.initialVersion); err != nil {
+			return err
+		}
+	}
+	up, removed, err := s.planUpgrades(db, upgrades)
+	if err != nil {
+		return err
+	}
+	if err := db.ApplyUpgrades(up); err != nil {
+		return err
+	}
+	for _, key := range removed {
+		delete(s.storeTypes, key)
+		delete(s.keysByName, key.Name())
+	}
+
+	s.db = db
+	s.stores = make(map[types.StoreKey]types.CommitKVStore, len(s.storeTypes))
+	s.trees = s.trees[:0]
+	for key, typ := range s.storeTypes {
+		switch typ {
+		case types.StoreTypeIAVL:
+			st := &TreeStore{ms: s, db: db, name: key.Name(), zeroCopy: s.cfg.ZeroCopy}
+			s.stores[key] = st
+			s.trees = append(s.trees, st)
+		case types.StoreTypeTransient:
+			s.stores[key] = transient.NewStore()
+		case types.StoreTypeMemory:
+			s.stores[key] = mem.NewStore()
+		}
+	}
+	s.refreshTrees()
+	s.setLastCommitID()
+	if v, err := db.View(); err == nil {
+		s.views.put(v)
+	}
+	return nil
+}
+
+// closeDB closes an open database (a reload discards the working changes,
+// as rootmulti's does).
+func (s *MultiStore) closeDB() error {
+	s.views.clear()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	s.stores = map[types.StoreKey]types.CommitKVStore{}
+	s.trees = nil
+	return err
+}
+
+// mountedTrees returns the names of the mounted IAVL stores, sorted.
+func (s *MultiStore) mountedTrees() []string {
+	var names []string
+	for key, typ := range s.storeTypes {
+		if typ == types.StoreTypeIAVL {
+			names = append(names, key.Name())
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// planUpgrades turns the SDK's store upgrades into the database's, for the
+// mounted stores (see loadVersion). It returns the mounted keys that leave
+// the multistore (deleted stores and renamed-from stores).
+func (s *MultiStore) planUpgrades(db *multitree.DB, upgrades *types.StoreUpgrades) (wal.Upgrades, []types.StoreKey, error) {
+	var up wal.Upgrades
+	var removed []types.StoreKey
+	existing := map[string]bool{}
+	for _, name := range db.StoreNames() {
+		existing[name] = true
+	}
+	// the old names of renames to a mounted store (rootmulti ignores the
+	// others)
+	renamedFrom := map[string]bool{}
+	if upgrades != nil {
+		for _, r := range upgrades.Renamed {
+			if key := s.keysByName[r.NewKey]; key != nil && s.storeTypes[key] == types.StoreTypeIAVL {
+				renamedFrom[r.OldKey] = true
+			}
+		}
+	}
+	version := db.Version()
+	accounted := map[string]bool{}
+	for _, name := range s.mountedTrees() {
+		key := s.keysByName[name]
+		switch old := upgrades.RenamedFrom(name); {
+		case upgrades.IsDeleted(name) || renamedFrom[name]:
+			// rootmulti empties it and drops it at the next commit
+			if existing[name] && !renamedFrom[name] {
+				up.Deleted = append(up.Deleted, name)
+			}
+			accounted[name] = true
+			removed = append(removed, key)
+		case old != "":
+			switch {
+			case existing[name] && existing[old]:
+				return up, nil, fmt.Errorf("compat: cannot rename store %q to %q: both exist", old, name)
+			case existing[old]:
+				up.Renamed = append(up.Renamed, wal.RenamedStore{OldName: old, NewName: name})
+				accounted[old] = true
+			case !existing[name]:
+				up.Added = append(up.Added, name)
+			}
+			accounted[name] = true
+		case existing[name]:
+			accounted[name] = true
+		case upgrades.IsAdded(name) || version == 0:
+			up.Added = append(up.Added, name)
+			accounted[name] = true
+		default:
+			return up, nil, fmt.Errorf("version of store %s mismatch root store's version; expected %d got 0; new stores should be added using StoreUpgrades", name, version)
+		}
+	}
+	for _, name := range db.StoreNames() {
+		if accounted[name] || contains(up.Deleted, name) {
+			continue
+		}
+		if upgrades.IsDeleted(name) {
+			up.Deleted = append(up.Deleted, name)
+			continue
+		}
+		s.logger.Error("memiavl: store is in the database but not mounted; it is removed from the working version, as rootmulti drops it from the app hash",
+			"store", name, "version", version)
+		up.Deleted = append(up.Deleted, name)
+	}
+	return up, removed, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// refreshTrees points the tree stores at the database's working trees.
+func (s *MultiStore) refreshTrees() {
+	for _, st := range s.trees {
+		st.tree = s.db.WorkingTree(st.name)
+		if st.tree == nil {
+			panic(fmt.Sprintf("memiavl: mounted store %q has no tree in the database", st.name))
+		}
+	}
+}
+
+var emptyHash = sha256.Sum256(nil)
+
+// setLastCommitID publishes the database's last commit for LastCommitID.
+func (s *MultiStore) setLastCommitID() {
+	id := types.CommitID{Hash: emptyHash[:]}
+	if info := s.db.LastCommitInfo(); info != nil && info.Version > 0 {
+		id = info.CommitID()
+	}
+	s.lastCommitID.Store(&id)
+}
+
+// LastCommitID implements types.Committer: the last committed version and
+// app hash. At version 0, and before a load, the hash is sha256(""), as in
+// rootmulti; before a load the version is the database's latest (the SDK's
+// upgrade store loader reads it to decide whether to apply store upgrades).
+func (s *MultiStore) LastCommitID() types.CommitID {
+	if id := s.lastCommitID.Load(); id != nil {
+		return *id
+	}
+	v, err := multitree.LatestVersion(s.dir)
+	if err != nil {
+		panic(err)
+	}
+	return types.CommitID{Version: v, Hash: emptyHash[:]}
+}
+
+// LatestVersion implements types.MultiStore.
+func (s *MultiStore) LatestVersion() int64 { return s.LastCommitID().Version }
+
+// LastCommitInfo returns the commit info of the last committed version, nil
+// before a load.
+func (s *MultiStore) LastCommitInfo() *types.CommitInfo {
+	if s.db == nil {
+		return nil
+	}
+	return s.db.LastCommitInfo()
+}
+
+// GetCommitInfo returns the commit info of a version still kept (see
+// Config.SnapshotKeepRecent), as rootmulti's GetCommitInfo.
+func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
+	db := s.mustDB()
+	if info := db.LastCommitInfo(); info != nil && info.Version == ver {
+		return info, nil
+	}
+	if ver <= 0 {
+		return nil, errors.New("no commit info found")
+	}
+	v, err := s.views.get(db, ver)
+	if err != nil {
+		return nil, fmt.Errorf("no commit info found: %w", err)
+	}
+	defer v.Unpin()
+	return v.CommitInfo(), nil
+}
+
+// WorkingHash implements types.Committer: the app hash the next Commit
+// returns.
+func (s *MultiStore) WorkingHash() []byte {
+	return s.mustDB().WorkingCommitInfo().Hash()
+}
+
+// Commit implements types.Committer. It commits every IAVL store as one
+// version of the database (logging it per Config), resets the transient
+// stores and publishes the version to queries. A failed background snapshot
+// rewrite does not fail the commit: the block is committed and the error is
+// logged (the database retries at the next interval). Any other error
+// panics, as rootmulti does.
+func (s *MultiStore) Commit() types.CommitID {
+	defer s.metrics.MeasureSince("store", "memiavl", "commit")
+	db := s.mustDB()
+	info, err := db.Commit()
+	if err != nil {
+		if info == nil || !errors.Is(err, multitree.ErrRewrite) {
+			panic(fmt.Errorf("memiavl: commit: %w", err))
+		}
+		s.logger.Error("memiavl: background snapshot rewrite failed; the block is committed", "version", info.Version, "err", err)
+	}
+	for _, st := range s.stores {
+		if _, ok := st.(*TreeStore); !ok {
+			st.Commit()
+		}
+	}
+	s.refreshTrees()
+	if v, err := db.View(); err == nil {
+		s.views.put(v)
+	}
+	id := types.CommitID{Version: info.Version, Hash: info.Hash()}
+	s.lastCommitID.Store(&id)
+	return id
+}
+
+// SetPruning implements types.Committer. The options are recorded (and
+// returned by GetPruning, which the SDK validates at startup) but do not
+// prune anything: history is kept as snapshots, Config.SnapshotKeepRecent of
+// them besides the current one, with the log after the oldest.
+func (s *MultiStore) SetPruning(opts pruningtypes.PruningOptions) { s.pruning = opts }
+
+// GetPruning implements types.Committer.
+func (s *MultiStore) GetPruning() pruningtypes.PruningOptions { return s.pruning }
+
+// SetIAVLCacheSize implements types.CommitMultiStore as a no-op: nodes are
+// read from memory maps, there is no node cache to size.
+func (s *MultiStore) SetIAVLCacheSize(int) {}
+
+// SetIAVLDisableFastNode implements types.CommitMultiStore as a no-op: there
+// is no fast-node index.
+func (s *MultiStore) SetIAVLDisableFastNode(bool) {}
+
+// SetInterBlockCache implements types.CommitMultiStore as a no-op: reads are
+// served from memory maps and in-memory nodes, a value cache in front of
+// them would only add copies.
+func (s *MultiStore) SetInterBlockCache(types.MultiStorePersistentCache) {}
+
+// SetMetrics implements types.CommitMultiStore. Commit durations are
+// reported under "store", "memiavl", "commit".
+func (s *MultiStore) SetMetrics(m metrics.StoreMetrics) { s.metrics = m }
+
+// SetInitialVersion implements types.CommitMultiStore: the version of the
+// first commit of a new chain. It is remembered when called before a load,
+// and ignored once a version has been committed (as rootmulti's has no
+// effect then).
+func (s *MultiStore) SetInitialVersion(version int64) error {
+	s.initialVersion = version
+	if s.db == nil || s.db.Version() != 0 {
+		return nil
+	}
+	return s.db.SetInitialVersion(version)
+}
+
+// RollbackToVersion implements types.CommitMultiStore: the versions after
+// target are discarded (newer snapshots deleted, the log truncated) and the
+// multistore is reloaded at target. target must not be older than the oldest
+// kept snapshot.
+func (s *MultiStore) RollbackToVersion(target int64) error {
+	if target <= 0 {
+		return fmt.Errorf("invalid rollback height target: %d", target)
+	}
+	if err := s.closeDB(); err != nil {
+		return err
+	}
+	opts := s.cfg.dbOptions()
+	opts.TargetVersion, opts.Rollback = target, true
+	db, err := multitree.Open(s.dir, opts)
+	if err != nil {
+		return err
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	return s.LoadLatestVersion()
+}
+
+// CacheWrap implements types.Store.
+func (s *MultiStore) CacheWrap() types.CacheWrap {
+	return s.CacheMultiStore().(types.CacheWrap)
+}
+
+// CacheWrapWithTrace implements types.Store (the tracer is ignored, as in
+// rootmulti).
+func (s *MultiStore) CacheWrapWithTrace(io.Writer, types.TraceContext) types.CacheWrap {
+	return s.CacheWrap()
+}
+
+// CacheMultiStore implements types.MultiStore: a branch of the working
+// state (cachemulti over the mounted stores, with listeners wired as
+// rootmulti wires them).
+func (s *MultiStore) CacheMultiStore() types.CacheMultiStore {
+	stores := make(map[types.StoreKey]types.CacheWrapper, len(s.stores))
+	for k, v := range s.stores {
+		store := types.KVStore(v)
+		if s.ListeningEnabled(k) {
+			store = listenkv.NewStore(store, k, s.listeners[k])
+		}
+		stores[k] = store
+	}
+	return cachemulti.NewStore(nil, stores, s.keysByName, s.traceWriter, s.getTracingContext())
+}
+
+// CacheMultiStoreWithVersion implements types.MultiStore: a branch of a
+// committed version, for queries. It is served by a database view from the
+// multistore's view cache (see Config.QueryViews and the package
+// documentation on historical reads) and may be used from any goroutine. An
+// error is returned if the version is not kept. The IAVL stores of the
+// branch are read-only; a store added after version panics on use, as in
+// rootmulti; transient and memory stores are the live ones.
+func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMultiStore, error) {
+	db := s.db
+	if db == nil {
+		return nil, ErrNotLoaded
+	}
+	if version <= 0 {
+		return nil, fmt.Errorf("%w: %d", multitree.ErrVersion, version)
+	}
+	v, err := s.views.get(db, version)
+	if err != nil {
+		return nil, fmt.Errorf("version mismatch on immutable IAVL tree; version does not exist. Version has either been pruned, or is for a future block height: %w", err)
+	}
+	defer v.Unpin()
+	stores := make(map[types.StoreKey]types.CacheWrapper, len(s.stores))
+	for k, st := range s.stores {
+		var store types.KVStore = st
+		if ts, ok := st.(*TreeStore); ok {
+			tree := v.Tree(ts.name)
+			if tree != nil && tree.Version() != version {
+				// before the chain's initial version
+				return nil, fmt.Errorf("%w: store %q has no version %d", multitree.ErrVersion, ts.name, version)
+			}
+			store = &viewStore{view: v, name: ts.name, version: version, tree: tree}
+		}
+		if s.ListeningEnabled(k) {
+			store = listenkv.NewStore(store, k, s.listeners[k])
+		}
+		stores[k] = store
+	}
+	return cachemulti.NewStore(nil, stores, s.keysByName, s.traceWriter, s.getTracingContext()), nil
+}
+
+// SetTracer implements types.MultiStore.
+func (s *MultiStore) SetTracer(w io.Writer) types.MultiStore {
+	s.traceWriter = w
+	return s
+}
+
+// SetTracingContext implements types.MultiStore, merging tc into the
+// current context.
+func (s *MultiStore) SetTracingContext(tc types.TraceContext) types.MultiStore {
+	s.traceContext.Lock()
+	defer s.traceContext.Unlock()
+	s.traceContext.tc = s.traceContext.tc.Merge(tc)
+	return s
+}
+
+func (s *MultiStore) getTracingContext() types.TraceContext {
+	s.traceContext.Lock()
+	defer s.traceContext.Unlock()
+	if s.traceContext.tc == nil {
+		return nil
+	}
+	ctx := types.TraceContext{}
+	for k, v := range s.traceContext.tc {
+		ctx[k] = v
+	}
+	return ctx
+}
+
+// TracingEnabled implements types.MultiStore.
+func (s *MultiStore) TracingEnabled() bool { return s.traceWriter != nil }
+
+// AddListeners implements types.CommitMultiStore (ADR-038).
+func (s *MultiStore) AddListeners(keys []types.StoreKey) {
+	for _, key := range keys {
+		if s.listeners[key] == nil {
+			s.listeners[key] = types.NewMemoryListener()
+		}
+	}
+}
+
+// ListeningEnabled implements types.CommitMultiStore.
+func (s *MultiStore) ListeningEnabled(key types.StoreKey) bool {
+	return s.listeners[key] != nil
+}
+
+// PopStateCache implements types.CommitMultiStore: the writes observed by
+// the listeners since the last call, sorted by store key (stably).
+func (s *MultiStore) PopStateCache() []*types.StoreKVPair {
+	var cache []*types.StoreKVPair
+	for _, ls := range s.listeners {
+		if ls != nil {
+			cache = append(cache, ls.PopStateCache()...)
+		}
+	}
+	sort.SliceStable(cache, func(i, j int) bool {
+		return cache[i].StoreKey < cache[j].StoreKey
+	})
+	return cache
+}

@@ -1,0 +1,650 @@
+package compat_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"text/template"
+	"time"
+
+	"cosmossdk.io/log"
+	"cosmossdk.io/store/rootmulti"
+	snapshottypes "cosmossdk.io/store/snapshots/types"
+	"cosmossdk.io/store/types"
+	dbm "github.com/cosmos/cosmos-db"
+	protoio "github.com/cosmos/gogoproto/io"
+	"github.com/spf13/viper"
+
+	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
+
+var smallMount = mount{iavl: []string{"a", "b"}, transient: "t", memory: "m"}
+
+// outcome runs f and describes its result or panic, to compare behaviours.
+func outcome(f func() any) (s string) {
+	defer func() {
+		if r := recover(); r != nil {
+			s = fmt.Sprintf("panic: %v", r)
+		}
+	}()
+	return fmt.Sprintf("%v", f())
+}
+
+// pair is our multistore and rootmulti side by side.
+type pair struct {
+	t      *testing.T
+	keys   keyring
+	odb    dbm.DB
+	oracle *rootmulti.Store
+	dir    string
+	cfg    compat.Config
+	ours   *compat.MultiStore
+}
+
+func newPair(t *testing.T, m mount) *pair {
+	p := &pair{t: t, keys: keyring{}, odb: dbm.NewMemDB(), dir: t.TempDir(), cfg: testConfig()}
+	p.oracle = newOracle(t, p.odb, p.keys, m, nil)
+	p.ours = newOurs(t, p.dir, p.cfg, p.keys, m, nil)
+	t.Cleanup(func() { p.ours.Close() })
+	return p
+}
+
+// commitRandom writes n random pairs to every IAVL store of both and
+// commits, returning the writes so that they can be replayed.
+func (p *pair) commitRandom(r *rand.Rand, stores []string, n int) (types.CommitID, map[string][][2][]byte) {
+	writes := map[string][][2][]byte{}
+	for _, name := range stores {
+		for i := 0; i < n; i++ {
+			k := fmt.Appendf(nil, "k%03d", r.Intn(200))
+			v := fmt.Appendf(nil, "v%d", r.Int())
+			writes[name] = append(writes[name], [2][]byte{k, v})
+		}
+	}
+	return p.commit(writes), writes
+}
+
+func (p *pair) commit(writes map[string][][2][]byte) types.CommitID {
+	t := p.t
+	for name, ws := range writes {
+		key := p.keys[name]
+		for _, w := range ws {
+			p.ours.GetKVStore(key).Set(w[0], w[1])
+			p.oracle.GetKVStore(key).Set(w[0], w[1])
+		}
+	}
+	a, b := p.ours.Commit(), p.oracle.Commit()
+	if a.Version != b.Version || !bytes.Equal(a.Hash, b.Hash) {
+		t.Fatalf("commit %v, rootmulti %v", a, b)
+	}
+	return a
+}
+
+func (p *pair) sameLastCommit() {
+	a, b := p.ours.LastCommitID(), p.oracle.LastCommitID()
+	if a.Version != b.Version || !bytes.Equal(a.Hash, b.Hash) {
+		p.t.Fatalf("LastCommitID %v, rootmulti %v", a, b)
+	}
+}
+
+func TestStoreContracts(t *testing.T) {
+	p := newPair(t, smallMount)
+	p.sameLastCommit()
+	a := p.keys["a"]
+	os, rs := p.ours.GetKVStore(a), p.oracle.GetKVStore(a)
+	cases := map[string]func(s types.KVStore) any{
+		"set nil key":    func(s types.KVStore) any { s.Set(nil, []byte("v")); return nil },
+		"set empty key":  func(s types.KVStore) any { s.Set([]byte{}, []byte("v")); return nil },
+		"set nil value":  func(s types.KVStore) any { s.Set([]byte("k"), nil); return nil },
+		"set huge key":   func(s types.KVStore) any { s.Set(make([]byte, types.MaxKeyLength+1), []byte("v")); return nil },
+		"get nil key":    func(s types.KVStore) any { return s.Get(nil) },
+		"has nil key":    func(s types.KVStore) any { return s.Has(nil) },
+		"delete nil key": func(s types.KVStore) any { s.Delete(nil); return nil },
+		"empty value": func(s types.KVStore) any {
+			s.Set([]byte("e"), []byte{})
+			return fmt.Sprintf("%v %v", s.Get([]byte("e")) != nil, s.Has([]byte("e")))
+		},
+		"absent": func(s types.KVStore) any {
+			return fmt.Sprintf("%v %v", s.Get([]byte("zz")) == nil, s.Has([]byte("zz")))
+		},
+		"store type": func(s types.KVStore) any { return s.GetStoreType() },
+	}
+	for name, f := range cases {
+		if got, want := outcome(func() any { return f(os) }), outcome(func() any { return f(rs) }); got != want {
+			t.Errorf("%s: %s, rootmulti %s", name, got, want)
+		}
+	}
+	for _, f := range []func(types.CommitMultiStore) any{
+		func(s types.CommitMultiStore) any { return s.GetKVStore(types.NewKVStoreKey("nope")) },
+		func(s types.CommitMultiStore) any { return s.GetStore(types.NewKVStoreKey("nope")) },
+		func(s types.CommitMultiStore) any { return s.GetCommitKVStore(types.NewKVStoreKey("nope")) == nil },
+		func(s types.CommitMultiStore) any { return s.GetStoreType() },
+		func(s types.CommitMultiStore) any { return s.GetPruning().Validate() },
+		func(s types.CommitMultiStore) any { return s.GetCommitKVStore(p.keys["t"]).GetStoreType() },
+		func(s types.CommitMultiStore) any { return s.GetCommitKVStore(p.keys["m"]).GetStoreType() },
+		func(s types.CommitMultiStore) any {
+			s.MountStoreWithDB(p.keys["a"], types.StoreTypeIAVL, nil)
+			return nil
+		},
+	} {
+		if got, want := outcome(func() any { return f(p.ours) }), outcome(func() any { return f(p.oracle) }); got != want {
+			t.Errorf("%s, rootmulti %s", got, want)
+		}
+	}
+	mustPanic(t, func() { p.ours.GetCommitKVStore(a).Commit() })
+	// (rootmulti's message names the key's address)
+	mustPanic(t, func() { p.ours.MountStoreWithDB(types.NewKVStoreKey("a"), types.StoreTypeIAVL, nil) })
+	mustPanic(t, func() { p.ours.MountStoreWithDB(nil, types.StoreTypeIAVL, nil) })
+
+	p.commit(map[string][][2][]byte{"a": {{[]byte("k1"), []byte("v1")}, {[]byte("k2"), []byte("v2")}}})
+	p.commit(map[string][][2][]byte{"b": {{[]byte("k1"), []byte("v1")}}})
+	p.sameLastCommit()
+	for _, name := range []string{"a", "b"} {
+		oc, rc := p.ours.GetCommitKVStore(p.keys[name]), p.oracle.GetCommitKVStore(p.keys[name])
+		if a, b := oc.LastCommitID(), rc.LastCommitID(); a.Version != b.Version || !bytes.Equal(a.Hash, b.Hash) {
+			t.Errorf("store %s LastCommitID %v, iavl %v", name, a, b)
+		}
+		oc.(types.KVStore).Set([]byte("w"), []byte("w"))
+		rc.(types.KVStore).Set([]byte("w"), []byte("w"))
+		if a, b := oc.WorkingHash(), rc.WorkingHash(); !bytes.Equal(a, b) {
+			t.Errorf("store %s WorkingHash %X, iavl %X", name, a, b)
+		}
+	}
+
+	// queries: every path form and error rootmulti knows
+	for _, q := range []types.RequestQuery{
+		{Path: "a/key", Data: []byte("k1")},
+		{Path: "/nope/key", Data: []byte("k1")},
+		{Path: "/t/key", Data: []byte("k1")},
+		{Path: "/m/key", Data: []byte("k1"), Prove: true},
+		{Path: "/a/unknown", Data: []byte("k1")},
+		{Path: "/a/key"},
+		{Path: "/a/key", Prove: true},
+		{Path: "/a", Data: []byte("k1")},
+		{Path: "/store/a/key", Data: []byte("k1"), Prove: true},
+		{Path: "/a/key", Data: []byte("k1"), Prove: true},
+		{Path: "/a/key", Data: []byte("k0"), Prove: true},
+		{Path: "/a/key", Data: []byte("k1"), Height: 1, Prove: true},
+		{Path: "/a/key", Data: []byte("k2"), Height: 2},
+		{Path: "/a/key", Data: []byte("k1"), Height: 5},
+		{Path: "/a/key", Data: []byte("k1"), Height: 5, Prove: true},
+		{Path: "/b/key", Data: []byte("k1"), Height: 1, Prove: true}, // empty store
+		{Path: "/a/subspace", Data: []byte("k")},
+		{Path: "/a/subspace", Data: []byte("x"), Prove: true},
+		{Path: "/a/subspace"},
+	} {
+		qa, qb := q, q
+		ra, ea := p.ours.Query(&qa)
+		rb, eb := p.oracle.Query(&qb)
+		if err := sameResponse(ra, ea, rb, eb); err != nil {
+			t.Errorf("query %+v: %v", q, err)
+		}
+	}
+}
+
+func TestLastCommitIDBeforeLoadAndReopen(t *testing.T) {
+	r := testutil.Rand(t)
+	p := newPair(t, smallMount)
+	for i := 0; i < 7; i++ {
+		p.commitRandom(r, []string{"a", "b"}, 5)
+	}
+	if err := p.ours.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ours, err := compat.NewMultiStore(p.dir, nil, p.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := rootmulti.NewStore(p.odb, nil, nil)
+	if a, b := ours.LastCommitID(), oracle.LastCommitID(); a.Version != b.Version || !bytes.Equal(a.Hash, b.Hash) {
+		t.Fatalf("before load: %v, rootmulti %v", a, b)
+	}
+	if ours.GetCommitKVStore(p.keys["a"]) != nil {
+		t.Fatal("a store before load")
+	}
+	mountAll(ours, p.keys, smallMount)
+	if err := ours.LoadLatestVersion(); err != nil {
+		t.Fatal(err)
+	}
+	defer ours.Close()
+	if ours.LastCommitID().Version != 7 || !bytes.Equal(ours.LastCommitID().Hash, p.oracle.LastCommitID().Hash) {
+		t.Fatalf("after load: %v, want %v", ours.LastCommitID(), p.oracle.LastCommitID())
+	}
+	// a version the database does not have
+	empty, err := compat.NewMultiStore(t.TempDir(), nil, p.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := empty.LoadVersion(3); err == nil {
+		t.Fatal("loading a version of an empty database succeeded")
+	}
+	// a mounted store missing from a database with versions, without a
+	// store upgrade, is the error rootmulti returns
+	ours.Close()
+	m := mount{iavl: []string{"a", "b", "c"}}
+	extra, _ := compat.NewMultiStore(p.dir, nil, p.cfg)
+	mountAll(extra, p.keys, m)
+	oextra := rootmulti.NewStore(p.odb, log.NewNopLogger(), nil)
+	mountAll(oextra, p.keys, m)
+	ea, eb := extra.LoadLatestVersion(), oextra.LoadLatestVersion()
+	if ea == nil || eb == nil || !strings.Contains(eb.Error(), ea.Error()) {
+		t.Fatalf("load with an unknown store: %v, rootmulti %v", ea, eb)
+	}
+}
+
+func TestInitialVersion(t *testing.T) {
+	for _, beforeLoad := range []bool{true, false} {
+		t.Run(fmt.Sprint("beforeLoad=", beforeLoad), func(t *testing.T) {
+			keys := keyring{}
+			oracle := newOracle(t, dbm.NewMemDB(), keys, smallMount, nil)
+			if err := oracle.SetInitialVersion(100); err != nil {
+				t.Fatal(err)
+			}
+			ours, err := compat.NewMultiStore(t.TempDir(), nil, testConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ours.Close()
+			mountAll(ours, keys, smallMount)
+			if beforeLoad {
+				if err := ours.SetInitialVersion(100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := ours.LoadLatestVersion(); err != nil {
+				t.Fatal(err)
+			}
+			if !beforeLoad {
+				if err := ours.SetInitialVersion(100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < 3; i++ {
+				for _, s := range []types.CommitMultiStore{ours, oracle} {
+					s.GetKVStore(keys["a"]).Set(fmt.Appendf(nil, "k%d", i), []byte("v"))
+				}
+				a, b := ours.Commit(), oracle.Commit()
+				if a.Version != int64(100+i) || a.Version != b.Version || !bytes.Equal(a.Hash, b.Hash) {
+					t.Fatalf("commit %v, rootmulti %v", a, b)
+				}
+			}
+			// versions before the initial one do not exist
+			for _, v := range []int64{1, 50, 99} {
+				_, ea := ours.CacheMultiStoreWithVersion(v)
+				_, eb := oracle.CacheMultiStoreWithVersion(v)
+				if ea == nil || eb == nil {
+					t.Fatalf("CacheMultiStoreWithVersion(%d): %v, rootmulti %v", v, ea, eb)
+				}
+				q := types.RequestQuery{Path: "/a/key", Data: []byte("k0"), Height: v, Prove: v == 50}
+				qa, qb := q, q
+				ra, ea := ours.Query(&qa)
+				rb, eb := oracle.Query(&qb)
+				if err := sameResponse(ra, ea, rb, eb); err != nil {
+					t.Fatalf("query at %d: %v", v, err)
+				}
+			}
+			q := types.RequestQuery{Path: "/a/key", Data: []byte("k0"), Prove: true}
+			qa, qb := q, q
+			ra, ea := ours.Query(&qa)
+			rb, eb := oracle.Query(&qb)
+			if err := sameResponse(ra, ea, rb, eb); err != nil || ra.Height != 101 {
+				t.Fatalf("query at height 0: %v (height %d)", err, ra.Height)
+			}
+		})
+	}
+}
+
+func TestLoadOlderVersionAndRollback(t *testing.T) {
+	r := testutil.Rand(t)
+	p := newPair(t, smallMount)
+	var history []map[string][][2][]byte
+	var ids []types.CommitID
+	for i := 0; i < 12; i++ {
+		id, w := p.commitRandom(r, []string{"a", "b"}, 8)
+		history = append(history, w)
+		ids = append(ids, id)
+	}
+	// LoadVersion of an older version: committing the same blocks again
+	// gives the same hashes
+	if err := p.ours.LoadVersion(9); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.oracle.LoadVersion(9); err != nil {
+		t.Fatal(err)
+	}
+	p.sameLastCommit()
+	for v := 10; v <= 12; v++ {
+		if id := p.commit(history[v-1]); !bytes.Equal(id.Hash, ids[v-1].Hash) {
+			t.Fatalf("re-committed version %d with another hash", v)
+		}
+	}
+	// different content for a committed version is refused
+	if err := p.ours.LoadVersion(10); err != nil {
+		t.Fatal(err)
+	}
+	p.ours.GetKVStore(p.keys["a"]).Set([]byte("other"), []byte("x"))
+	r1 := mustPanic(t, func() { p.ours.Commit() })
+	if err, ok := r1.(error); !ok || !errors.Is(err, multitree.ErrConflict) {
+		t.Fatalf("conflicting re-commit panicked with %v", r1)
+	}
+
+	// rollback discards the later versions on both
+	if err := p.ours.RollbackToVersion(8); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.oracle.RollbackToVersion(8); err != nil {
+		t.Fatal(err)
+	}
+	p.sameLastCommit()
+	for i := 0; i < 5; i++ {
+		p.commitRandom(r, []string{"a", "b"}, 8)
+	}
+	if p.ours.LastCommitID().Version != 13 {
+		t.Fatalf("version %d after rollback and 5 commits", p.ours.LastCommitID().Version)
+	}
+	if err := p.ours.RollbackToVersion(0); err == nil {
+		t.Fatal("rollback to 0 succeeded")
+	}
+}
+
+// TestHistoricalBranchLifetime checks that a historical branch holds no view
+// between reads: once its version is evicted and unmapped, reads fail with
+// ErrVersionReleased instead of touching unmapped memory.
+func TestHistoricalBranchLifetime(t *testing.T) {
+	r := testutil.Rand(t)
+	p := newPair(t, smallMount)
+	cfg := p.cfg
+	cfg.SnapshotInterval, cfg.SnapshotKeepRecent, cfg.QueryViews = 4, 0, 2
+	p.ours.Close()
+	p.ours = newOurs(t, p.dir, cfg, p.keys, smallMount, nil)
+	for i := 0; i < 3; i++ {
+		p.commitRandom(r, []string{"a", "b"}, 50)
+	}
+	branch, err := p.ours.CacheMultiStoreWithVersion(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := branch.GetKVStore(p.keys["a"])
+	it := store.Iterator(nil, nil)
+	if !it.Valid() {
+		t.Fatal("empty iterator")
+	}
+	for i := 0; i < 20; i++ {
+		p.commitRandom(r, []string{"a", "b"}, 50)
+	}
+	if err := p.ours.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.commitRandom(r, []string{"a", "b"}, 50)
+	rec := mustPanic(t, func() { store.Get([]byte("k001x")) })
+	if err, ok := rec.(error); !ok || !errors.Is(err, compat.ErrVersionReleased) {
+		t.Fatalf("read of an evicted version panicked with %v", rec)
+	}
+	rec = mustPanic(t, func() {
+		for ; it.Valid(); it.Next() {
+		}
+	})
+	if err, ok := rec.(error); !ok || !errors.Is(err, compat.ErrVersionReleased) {
+		t.Fatalf("iteration of an evicted version panicked with %v", rec)
+	}
+	it.Close()
+	// the snapshots before the current one are removed in the background
+	for i := 0; ; i++ {
+		if _, err := p.ours.CacheMultiStoreWithVersion(2); err != nil {
+			break
+		}
+		if i == 100 {
+			t.Fatal("version 2 still served long after its snapshot was dropped")
+		}
+		p.commitRandom(r, []string{"a"}, 1)
+		time.Sleep(10 * time.Millisecond)
+	}
+	// a branch of a store added later panics on use, as rootmulti's
+	latest := p.ours.LatestVersion()
+	b2, err := p.ours.CacheMultiStoreWithVersion(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b2.GetKVStore(p.keys["a"]).Get([]byte("k001")), p.oracle.GetKVStore(p.keys["a"]).Get([]byte("k001"))) {
+		t.Fatal("latest branch differs")
+	}
+	b2.GetKVStore(p.keys["a"]).Set([]byte("new"), []byte("x"))
+	rec = mustPanic(t, func() { b2.Write() })
+	if err, ok := rec.(error); !ok || !errors.Is(err, compat.ErrReadOnlyVersion) {
+		t.Fatalf("write of a historical branch panicked with %v", rec)
+	}
+}
+
+// TestConcurrentQueries reads historical branches and queries from several
+// goroutines while blocks are committed (run with -race).
+func TestConcurrentQueries(t *testing.T) {
+	r := testutil.Rand(t)
+	p := newPair(t, smallMount)
+	p.commitRandom(r, []string{"a", "b"}, 50)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v := p.ours.LatestVersion() - int64(n%3)
+				if v < 1 {
+					v = 1
+				}
+				func() {
+					defer func() {
+						if rec := recover(); rec != nil {
+							if err, ok := rec.(error); !ok || !errors.Is(err, compat.ErrVersionReleased) {
+								errs <- fmt.Errorf("goroutine %d: %v", g, rec)
+							}
+						}
+					}()
+					b, err := p.ours.CacheMultiStoreWithVersion(v)
+					if err != nil {
+						return
+					}
+					s := b.GetKVStore(p.keys["a"])
+					s.Get([]byte("k001"))
+					it := s.Iterator(nil, nil)
+					for i := 0; i < 20 && it.Valid(); i++ {
+						it.Next()
+					}
+					it.Close()
+				}()
+			}
+		}(g)
+	}
+	for i := 0; i < 40; i++ {
+		p.commitRandom(r, []string{"a", "b"}, 20)
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+func TestTracing(t *testing.T) {
+	p := newPair(t, smallMount)
+	var ta, tb bytes.Buffer
+	p.ours.SetTracer(&ta)
+	p.oracle.SetTracer(&tb)
+	p.ours.SetTracingContext(types.TraceContext{"blockHeight": 1})
+	p.oracle.SetTracingContext(types.TraceContext{"blockHeight": 1})
+	if !p.ours.TracingEnabled() {
+		t.Fatal("tracing not enabled")
+	}
+	for _, s := range []types.MultiStore{p.ours, p.oracle} {
+		kv := s.GetKVStore(p.keys["a"])
+		kv.Set([]byte("k"), []byte("v"))
+		kv.Get([]byte("k"))
+		kv.Delete([]byte("k"))
+		branch := s.CacheMultiStore()
+		branch.GetKVStore(p.keys["b"]).Set([]byte("x"), []byte("y"))
+		branch.Write()
+	}
+	if ta.Len() == 0 || ta.String() != tb.String() {
+		t.Fatalf("trace:\n%s\nrootmulti:\n%s", ta.String(), tb.String())
+	}
+}
+
+func TestStateSyncSnapshot(t *testing.T) {
+	r := testutil.Rand(t)
+	p := newPair(t, smallMount)
+	for i := 0; i < 6; i++ {
+		p.commitRandom(r, []string{"a", "b"}, 40)
+	}
+	height := uint64(5)
+	var sa, sb bytes.Buffer
+	for _, x := range []struct {
+		s   types.CommitMultiStore
+		buf *bytes.Buffer
+	}{{p.ours, &sa}, {p.oracle, &sb}} {
+		w := protoio.NewDelimitedWriter(x.buf)
+		if err := x.s.Snapshot(height, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sa.Len() == 0 || !bytes.Equal(sa.Bytes(), sb.Bytes()) {
+		t.Fatalf("snapshot streams differ: %d bytes, rootmulti %d", sa.Len(), sb.Len())
+	}
+	want, err := p.ours.GetCommitInfo(int64(height))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// restore rootmulti's stream into a new multistore
+	restored, err := compat.NewMultiStore(t.TempDir(), nil, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restored.Close()
+	mountAll(restored, p.keys, smallMount)
+	if err := restored.LoadLatestVersion(); err != nil {
+		t.Fatal(err)
+	}
+	rd := protoio.NewDelimitedReader(bytes.NewReader(sb.Bytes()), 64<<20)
+	if _, err := restored.Restore(height, snapshottypes.CurrentFormat, rd); err != nil {
+		t.Fatal(err)
+	}
+	if id := restored.LastCommitID(); id.Version != int64(height) || !bytes.Equal(id.Hash, want.Hash()) {
+		t.Fatalf("restored at %v, want version %d hash %X", id, height, want.Hash())
+	}
+	if got := restored.GetKVStore(p.keys["a"]).Get([]byte("k001")); !bytes.Equal(got, mustGetAt(t, p.oracle, p.keys["a"], int64(height), []byte("k001"))) {
+		t.Fatal("restored store differs")
+	}
+	restored.GetKVStore(p.keys["a"]).Set([]byte("after"), []byte("restore"))
+	if id := restored.Commit(); id.Version != int64(height)+1 {
+		t.Fatalf("first commit after restore is %d", id.Version)
+	}
+}
+
+func mustGetAt(t *testing.T, s types.MultiStore, key types.StoreKey, version int64, k []byte) []byte {
+	b, err := s.CacheMultiStoreWithVersion(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.GetKVStore(key).Get(k)
+}
+
+// TestCloseLeavesNoGoroutines checks that the database's background work
+// ends with Close.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	r := testutil.Rand(t)
+	cfg := testConfig()
+	cfg.AsyncCommitBuffer, cfg.Fsync, cfg.SnapshotInterval = 4, "grouped", 3
+	keys := keyring{}
+	ms := newOurs(t, t.TempDir(), cfg, keys, smallMount, nil)
+	for i := 0; i < 20; i++ {
+		ms.GetKVStore(keys["a"]).Set(fmt.Appendf(nil, "k%d", r.Intn(100)), []byte("v"))
+		ms.Commit()
+	}
+	if err := ms.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func TestConfig(t *testing.T) {
+	if err := compat.DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []func(*compat.Config){
+		func(c *compat.Config) { c.SnapshotInterval = 0 },
+		func(c *compat.Config) { c.SnapshotKeepRecent = -1 },
+		func(c *compat.Config) { c.AsyncCommitBuffer = -1 },
+		func(c *compat.Config) { c.Fsync = "sometimes" },
+		func(c *compat.Config) { c.QueryViews = 0 },
+		func(c *compat.Config) { c.RewriteConcurrency = -2 },
+	} {
+		c := compat.DefaultConfig()
+		bad(&c)
+		if err := c.Validate(); !errors.Is(err, compat.ErrInvalidConfig) {
+			t.Errorf("%+v: %v", c, err)
+		}
+		if _, err := compat.NewMultiStore(t.TempDir(), nil, c); err == nil {
+			t.Errorf("NewMultiStore accepted %+v", c)
+		}
+	}
+	c, err := compat.ConfigFromAppOptions(mapOptions{
+		compat.FlagEnable: true, compat.FlagSnapshotInterval: "500", compat.FlagSnapshotKeepRecent: int64(3),
+		compat.FlagAsyncCommitBuffer: 10, compat.FlagFsync: "grouped", compat.FlagZeroCopy: "true",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := compat.DefaultConfig()
+	want.Enable, want.SnapshotInterval, want.SnapshotKeepRecent, want.AsyncCommitBuffer, want.Fsync, want.ZeroCopy = true, 500, 3, 10, "grouped", true
+	if c != want {
+		t.Fatalf("config %+v, want %+v", c, want)
+	}
+	if _, err := compat.ConfigFromAppOptions(mapOptions{compat.FlagSnapshotInterval: "often"}); !errors.Is(err, compat.ErrInvalidConfig) {
+		t.Fatalf("bad interval: %v", err)
+	}
+	// the app.toml template renders a section that reads back as the config
+	cfg := compat.DefaultConfig()
+	cfg.Enable, cfg.SnapshotInterval, cfg.Fsync, cfg.ZeroCopy, cfg.QueryViews = true, 250, "none", true, 3
+	var out bytes.Buffer
+	tmpl := template.Must(template.New("app").Parse(compat.ConfigTemplate))
+	if err := tmpl.Execute(&out, struct{ MemIAVL compat.Config }{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	v := viper.New()
+	v.SetConfigType("toml")
+	if err := v.ReadConfig(&out); err != nil {
+		t.Fatalf("rendered template is not TOML: %v\n%s", err, out.String())
+	}
+	back, err := compat.ConfigFromAppOptions(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back != cfg {
+		t.Fatalf("config read back as %+v, want %+v", back, cfg)
+	}
+}
+
+type mapOptions map[string]any
+
+func (m mapOptions) Get(key string) any { return m[key] }

@@ -1,0 +1,215 @@
+package compat
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	errorsmod "cosmossdk.io/errors"
+	"cosmossdk.io/store/types"
+	cmtprotocrypto "github.com/cometbft/cometbft/proto/tendermint/crypto"
+	"github.com/cosmos/iavl"
+	ics23 "github.com/cosmos/ics23/go"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
+
+// Query implements types.Queryable exactly as rootmulti routes queries: the
+// path is "/<store>/<subpath>" (BaseApp strips the "/store" of an ABCI
+// "/store/<store>/key" query before calling it), and the store answers the
+// subpath as iavl.Store does:
+//
+//   - "/key": the value of req.Data at req.Height (0: the latest version but
+//     one if the store has it, else the latest, as iavl chooses); with Prove,
+//     an ICS23 existence or non-existence proof from the store's tree
+//     ("ics23:iavl") followed by the proof of the store's root in the commit
+//     info ("ics23:simple"), which together verify against the app hash of
+//     that height. A height that is not kept answers with the log "version
+//     does not exist" (and with Prove the error rootmulti returns).
+//   - "/subspace": every pair under the prefix req.Data, encoded as the SDK's
+//     kv.Pairs. It reads the last committed version (rootmulti reads the
+//     working state, which differs only between a block's execution and its
+//     commit).
+//
+// Errors and empty responses are those of rootmulti.
+func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error) {
+	storeName, subpath, err := parsePath(req.Path)
+	if err != nil {
+		return &types.ResponseQuery{}, err
+	}
+	store := s.GetStoreByName(storeName)
+	if store == nil {
+		return &types.ResponseQuery{}, errorsmod.Wrapf(types.ErrUnknownRequest, "no such store: %s", storeName)
+	}
+	ts, ok := store.(*TreeStore)
+	if !ok {
+		return &types.ResponseQuery{}, errorsmod.Wrapf(types.ErrUnknownRequest, "store %s (type %T) doesn't support queries", storeName, store)
+	}
+	req.Path = subpath
+	res, info, err := s.queryStore(ts.name, req)
+	if !req.Prove || subpath != "/key" {
+		return res, err
+	}
+	if res.ProofOps == nil || len(res.ProofOps.Ops) == 0 {
+		return &types.ResponseQuery{}, errorsmod.Wrap(types.ErrInvalidRequest, "proof is unexpectedly empty; ensure height has not been pruned")
+	}
+	res.ProofOps.Ops = append(res.ProofOps.Ops, info.ProofOp(storeName))
+	return res, nil
+}
+
+// parsePath splits "/<store>[/<subpath>]" as rootmulti does.
+func parsePath(path string) (storeName, subpath string, err error) {
+	if !strings.HasPrefix(path, "/") {
+		return storeName, subpath, errorsmod.Wrapf(types.ErrUnknownRequest, "invalid path: %s", path)
+	}
+	paths := strings.SplitN(path[1:], "/", 2)
+	storeName = paths[0]
+	if len(paths) == 2 {
+		subpath = "/" + paths[1]
+	}
+	return storeName, subpath, nil
+}
+
+// pinnedTree returns store's tree at version h and the view it reads, pinned
+// (the caller unpins it), or nils if the store does not have that version.
+func (s *MultiStore) pinnedTree(db *multitree.DB, store string, h int64) (*multitree.View, *memiavl.Tree) {
+	if h <= 0 {
+		return nil, nil
+	}
+	v, err := s.views.get(db, h)
+	if err != nil {
+		return nil, nil
+	}
+	t := v.Tree(store)
+	if t == nil || t.Version() != h {
+		v.Unpin()
+		return nil, nil
+	}
+	return v, t
+}
+
+// queryStore answers a store query ("/key" or "/subspace") like
+// iavl.Store.Query. For a proven "/key" query it also returns the commit info
+// of the version read.
+func (s *MultiStore) queryStore(store string, req *types.RequestQuery) (res *types.ResponseQuery, info *types.CommitInfo, err error) {
+	if len(req.Data) == 0 {
+		return &types.ResponseQuery{}, nil, errorsmod.Wrap(types.ErrTxDecode, "query cannot be zero length")
+	}
+	db := s.db
+	if db == nil {
+		return &types.ResponseQuery{}, nil, ErrNotLoaded
+	}
+	var view *multitree.View
+	var tree *memiavl.Tree
+	defer func() {
+		if view != nil {
+			view.Unpin()
+		}
+	}()
+	height := req.Height
+	if height == 0 {
+		latest := db.Version()
+		if view, tree = s.pinnedTree(db, store, latest-1); tree != nil {
+			height = latest - 1
+		} else {
+			height = latest
+		}
+	}
+	res = &types.ResponseQuery{Height: height}
+
+	switch req.Path {
+	case "/key":
+		key := req.Data
+		res.Key = key
+		if tree == nil {
+			view, tree = s.pinnedTree(db, store, height)
+		}
+		if tree == nil {
+			res.Log = iavl.ErrVersionDoesNotExist.Error()
+			break
+		}
+		value, err := tree.Get(key)
+		if err != nil {
+			panic(fmt.Errorf("memiavl: store %q at version %d: %w", store, height, err))
+		}
+		res.Value = value
+		if !req.Prove {
+			break
+		}
+		var proof *ics23.CommitmentProof
+		if value != nil {
+			proof, err = tree.GetMembershipProof(key)
+		} else {
+			proof, err = tree.GetNonMembershipProof(key)
+		}
+		if err != nil {
+			// as iavl.Store: the value was read, so a proof must exist
+			panic(fmt.Errorf("memiavl: store %q at version %d: proof of %X: %w", store, height, key, err))
+		}
+		op := types.NewIavlCommitmentOp(key, proof)
+		res.ProofOps = &cmtprotocrypto.ProofOps{Ops: []cmtprotocrypto.ProofOp{op.ProofOp()}}
+		info = view.CommitInfo()
+
+	case "/subspace":
+		subspace := req.Data
+		res.Key = subspace
+		if view != nil {
+			view.Unpin()
+			view, tree = nil, nil
+		}
+		view, tree = s.pinnedTree(db, store, db.Version())
+		buf := []byte{}
+		if tree != nil {
+			it := tree.Iterator(subspace, types.PrefixEndBytes(subspace), true)
+			for ; it.Valid(); it.Next() {
+				buf = appendPair(buf, it.Key(), it.Value())
+			}
+			if err := it.Error(); err != nil {
+				panic(fmt.Errorf("memiavl: store %q: subspace %X: %w", store, subspace, err))
+			}
+			_ = it.Close()
+		}
+		res.Value = buf
+
+	default:
+		return &types.ResponseQuery{}, nil, errorsmod.Wrapf(types.ErrUnknownRequest, "unexpected query path: %v", req.Path)
+	}
+	return res, info, nil
+}
+
+// appendPair appends one pair of the SDK's kv.Pairs message
+// (cosmos.store.internal.kv.v1beta1.Pairs: repeated Pair pairs = 1; Pair:
+// bytes key = 1, bytes value = 2), with gogoproto's encoding: empty fields
+// are omitted.
+func appendPair(dst, key, value []byte) []byte {
+	n := 0
+	if len(key) > 0 {
+		n += 1 + uvarintLen(uint64(len(key))) + len(key)
+	}
+	if len(value) > 0 {
+		n += 1 + uvarintLen(uint64(len(value))) + len(value)
+	}
+	dst = append(dst, 0x0a)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	if len(key) > 0 {
+		dst = append(dst, 0x0a)
+		dst = binary.AppendUvarint(dst, uint64(len(key)))
+		dst = append(dst, key...)
+	}
+	if len(value) > 0 {
+		dst = append(dst, 0x12)
+		dst = binary.AppendUvarint(dst, uint64(len(value)))
+		dst = append(dst, value...)
+	}
+	return dst
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}

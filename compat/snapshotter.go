@@ -1,0 +1,217 @@
+package compat
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	snapshottypes "cosmossdk.io/store/snapshots/types"
+	protoio "github.com/cosmos/gogoproto/io"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
+
+// ErrSnapshotStream wraps every rejection of a state-sync snapshot stream by
+// RestoreDB: a message that is not a snapshot item, an item of an unknown
+// kind or out of place, or nodes that do not form the stores' trees.
+var ErrSnapshotStream = errors.New("compat: invalid state-sync snapshot stream")
+
+// SnapshotDB writes the state of db at height to protoWriter as the SDK's
+// rootmulti store does for a state-sync snapshot (snapshot format
+// snapshottypes.CurrentFormat): for each store in name order, a
+// SnapshotItem holding a SnapshotStoreItem with the store's name, then one
+// SnapshotItem holding a SnapshotIAVLItem per node of the store's tree at
+// height, in post-order (cosmos/iavl's export order). A snapshot written by
+// SnapshotDB restores into a rootmulti store over cosmos/iavl with the same
+// app hash, and the other way round.
+//
+// height must be a version db can serve: the latest, or an older one at or
+// after its oldest kept snapshot. The view of height is held while writing,
+// so commits may go on meanwhile. Keys and values are written from the
+// memory map without copies.
+func SnapshotDB(db *multitree.DB, height uint64, protoWriter protoio.Writer) error {
+	if height == 0 {
+		return fmt.Errorf("compat: cannot snapshot height 0")
+	}
+	if height > uint64(db.Version()) {
+		return fmt.Errorf("compat: cannot snapshot future height %d (latest is %d)", height, db.Version())
+	}
+	view, err := db.ViewAt(int64(height))
+	if err != nil {
+		return fmt.Errorf("compat: snapshot of height %d: %w", height, err)
+	}
+	defer view.Release()
+	for _, name := range view.StoreNames() {
+		if err := snapshotStore(view, name, protoWriter); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func snapshotStore(view *multitree.View, name string, w protoio.Writer) error {
+	err := w.WriteMsg(&snapshottypes.SnapshotItem{
+		Item: &snapshottypes.SnapshotItem_Store{Store: &snapshottypes.SnapshotStoreItem{Name: name}},
+	})
+	if err != nil {
+		return fmt.Errorf("compat: snapshot of store %q: %w", name, err)
+	}
+	e := view.Tree(name).Export()
+	defer e.Close()
+	// one message and item reused for every node of the store
+	iavlItem := &snapshottypes.SnapshotIAVLItem{}
+	item := &snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_IAVL{IAVL: iavlItem}}
+	for {
+		n, err := e.Next()
+		if errors.Is(err, memiavl.ErrExportDone) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("compat: snapshot of store %q: %w", name, err)
+		}
+		iavlItem.Key, iavlItem.Value, iavlItem.Version, iavlItem.Height = n.Key, n.Value, n.Version, int32(n.Height)
+		if err := w.WriteMsg(item); err != nil {
+			return fmt.Errorf("compat: snapshot of store %q: %w", name, err)
+		}
+	}
+}
+
+// RestoreDB creates the database in dir at height from a state-sync snapshot
+// stream in the format SnapshotDB and the SDK's rootmulti store write. It
+// reads store and node items until the end of the stream or the first item
+// of another kind, which it returns for the caller to go on with, as
+// rootmulti's Restore does: an extension item (SnapshotExtensionMeta) that
+// the snapshot manager hands to its extensions, or the zero item at the end
+// of the stream.
+//
+// The nodes go straight into the new database's snapshot files (see
+// multitree.Import): memory is bounded by the trees' heights, not by the
+// state's size. Of opts it uses InitialStores and InitialVersion (recorded
+// in the new database): when InitialStores is not empty every store of the
+// stream must be one of them, and those the stream does not mention are
+// created empty, like the mounted stores rootmulti leaves untouched.
+//
+// The stream is checked as it is read and any fault is an error wrapping
+// ErrSnapshotStream (or the reader's error), never a panic: a message that
+// does not decode or exceeds the reader's limit, an item of no known kind, an
+// IAVL item before the first store item, stores out of name order or
+// repeated, a node height outside [0, 127], and any node stream that is not
+// the post-order of a valid IAVL tree at height (an unfinished store when the
+// next store item or the end comes, keys out of order, wrong heights, sizes or
+// inner keys, unbalanced nodes, versions after height). Whether the restored
+// state is the one wanted is for the caller to check: state sync compares
+// the resulting app hash with the one the light client trusts, which also
+// catches a stream cut cleanly between two stores.
+//
+// Idempotence: RestoreDB may be retried. A directory left by a failed or
+// interrupted restore is cleaned up. A database in dir at version 0 (nothing
+// committed, as created empty at start-up) or at exactly height is replaced
+// by the restored one: the restore is staged beside dir and swapped in only
+// once complete and durable, so a failing restore leaves it untouched. A
+// database at any other version is refused (multitree.ErrExists). The
+// database must not be open during RestoreDB.
+func RestoreDB(dir string, height uint64, format uint32, protoReader protoio.Reader, opts multitree.Options) (snapshottypes.SnapshotItem, error) {
+	if format != snapshottypes.CurrentFormat {
+		return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: format %d, want %d", snapshottypes.ErrUnknownFormat, format, snapshottypes.CurrentFormat)
+	}
+	if height == 0 || height > math.MaxInt64 {
+		return snapshottypes.SnapshotItem{}, fmt.Errorf("compat: cannot restore height %d", height)
+	}
+	im, err := multitree.NewImporter(dir, int64(height), multitree.ImportOptions{
+		InitialVersion: opts.InitialVersion,
+		Stores:         opts.InitialStores,
+		Replace:        true,
+	})
+	if err != nil {
+		return snapshottypes.SnapshotItem{}, err
+	}
+	defer im.Close()
+	next, err := restoreStream(im, protoReader)
+	if err != nil {
+		return snapshottypes.SnapshotItem{}, err
+	}
+	if _, err := im.Commit(); err != nil {
+		return snapshottypes.SnapshotItem{}, err
+	}
+	return next, nil
+}
+
+// restoreStream feeds the stores of the stream to im and returns the item
+// that ended it (the zero item at the end of the stream).
+func restoreStream(im *multitree.Importer, r protoio.Reader) (snapshottypes.SnapshotItem, error) {
+	var (
+		cur     *memiavl.Importer
+		curName string
+		stores  int
+		items   int
+		node    memiavl.ExportNode
+	)
+	finish := func() error {
+		if cur == nil {
+			return nil
+		}
+		if err := cur.Commit(); err != nil {
+			return fmt.Errorf("%w: store %q: %w", ErrSnapshotStream, curName, err)
+		}
+		cur = nil
+		return nil
+	}
+	for ; ; items++ {
+		var item snapshottypes.SnapshotItem
+		err := r.ReadMsg(&item)
+		if err == io.EOF {
+			return snapshottypes.SnapshotItem{}, finish()
+		}
+		if err != nil {
+			return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
+		}
+		switch it := item.Item.(type) {
+		case *snapshottypes.SnapshotItem_Store:
+			if err := finish(); err != nil {
+				return snapshottypes.SnapshotItem{}, err
+			}
+			name := it.Store.GetName()
+			if stores > 0 && name <= curName {
+				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: store %q after %q: stores must come once each, in name order",
+					ErrSnapshotStream, items, name, curName)
+			}
+			cur, err = im.AddStore(name)
+			if err != nil {
+				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
+			}
+			curName = name
+			stores++
+		case *snapshottypes.SnapshotItem_IAVL:
+			if cur == nil {
+				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: IAVL node before any store item", ErrSnapshotStream, items)
+			}
+			n := it.IAVL
+			if n == nil || n.Height < 0 || n.Height > math.MaxInt8 {
+				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: node height %d outside [0, %d]",
+					ErrSnapshotStream, items, n.GetHeight(), math.MaxInt8)
+			}
+			// Protobuf does not tell an empty byte string from an absent
+			// one; IAVL has no nil keys or leaf values, so nil means empty
+			// (as in rootmulti's Restore).
+			node = memiavl.ExportNode{Key: n.Key, Value: n.Value, Version: n.Version, Height: int8(n.Height)}
+			if node.Key == nil {
+				node.Key = []byte{}
+			}
+			if node.Height == 0 && node.Value == nil {
+				node.Value = []byte{}
+			}
+			if err := cur.Add(&node); err != nil {
+				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: store %q: %w", ErrSnapshotStream, items, curName, err)
+			}
+		case *snapshottypes.SnapshotItem_Extension:
+			if err := finish(); err != nil {
+				return snapshottypes.SnapshotItem{}, err
+			}
+			return item, nil
+		default:
+			return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: unknown or misplaced item %T", ErrSnapshotStream, items, item.Item)
+		}
+	}
+}

@@ -1,0 +1,242 @@
+package compat
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"cosmossdk.io/store/cachekv"
+	"cosmossdk.io/store/tracekv"
+	"cosmossdk.io/store/types"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
+
+// Historical reads and their lifetime.
+//
+// Queries and CacheMultiStoreWithVersion read committed versions through
+// database views (multitree.View), which pin the memory-mapped snapshots they
+// read. The SDK gives a branch no Close, so a branch cannot own a view.
+// Instead the multistore keeps a small cache of views per version (viewCache,
+// Config.QueryViews entries, least recently used evicted first; every Commit
+// inserts the new latest version). A branch refers to the cache's view and
+// pins it only for the duration of each read (multitree.View.Pin): one Get,
+// one Has, or one step of an iterator, whose keys and values are copied out
+// before the pin is dropped. Between reads a branch holds nothing, so nothing
+// leaks however long it lives, and when its version has been evicted and the
+// snapshots unmapped, its next read panics with ErrVersionReleased, the
+// counterpart of a version pruned under a query in rootmulti, instead of
+// reading unmapped memory. No finalizer is involved.
+
+// viewCache holds the database views of recent versions, each with one
+// reference, for at most size versions.
+type viewCache struct {
+	size int
+	mu   struct {
+		sync.Mutex
+		views map[int64]*multitree.View
+		order []int64 // least recently used first
+	}
+}
+
+func newViewCache(size int) *viewCache {
+	c := &viewCache{size: max(size, 1)}
+	c.mu.views = map[int64]*multitree.View{}
+	return c
+}
+
+// get returns the view of version, pinned for the caller (who must Unpin
+// it), opening it if it is not cached.
+func (c *viewCache) get(db *multitree.DB, version int64) (*multitree.View, error) {
+	c.mu.Lock()
+	if v, ok := c.mu.views[version]; ok && v.Pin() {
+		c.touchLocked(version)
+		c.mu.Unlock()
+		return v, nil
+	}
+	c.mu.Unlock()
+
+	// open it without the lock: an old version is rebuilt from a snapshot
+	// and the log, which other queries must not wait for
+	v, err := db.ViewAt(version)
+	if err != nil {
+		return nil, err
+	}
+	if v.Version() != version {
+		v.Release()
+		return nil, fmt.Errorf("%w: %d", multitree.ErrVersion, version)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.mu.views[version]; ok && cur.Pin() {
+		// another query opened it meanwhile
+		v.Release()
+		c.touchLocked(version)
+		return cur, nil
+	}
+	if !v.Pin() {
+		v.Release()
+		return nil, fmt.Errorf("%w: %d", ErrVersionReleased, version)
+	}
+	c.putLocked(v)
+	return v, nil
+}
+
+// put inserts v (the cache takes over its reference).
+func (c *viewCache) put(v *multitree.View) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putLocked(v)
+}
+
+func (c *viewCache) putLocked(v *multitree.View) {
+	version := v.Version()
+	if old, ok := c.mu.views[version]; ok {
+		old.Release()
+	}
+	c.mu.views[version] = v
+	c.touchLocked(version)
+	for len(c.mu.order) > c.size {
+		evict := c.mu.order[0]
+		c.mu.order = c.mu.order[1:]
+		c.mu.views[evict].Release()
+		delete(c.mu.views, evict)
+	}
+}
+
+func (c *viewCache) touchLocked(version int64) {
+	for i, v := range c.mu.order {
+		if v == version {
+			c.mu.order = append(c.mu.order[:i], c.mu.order[i+1:]...)
+			break
+		}
+	}
+	c.mu.order = append(c.mu.order, version)
+}
+
+// clear releases every cached view.
+func (c *viewCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, v := range c.mu.views {
+		v.Release()
+	}
+	c.mu.views = map[int64]*multitree.View{}
+	c.mu.order = nil
+}
+
+// viewStore is a read-only KVStore over one store of a view: the IAVL
+// stores of a CacheMultiStoreWithVersion branch. It pins the view around
+// every read (see above); keys and values it returns are copies.
+type viewStore struct {
+	view    *multitree.View
+	name    string
+	version int64
+	tree    *memiavl.Tree // nil if the store does not exist at version
+}
+
+var _ types.KVStore = (*viewStore)(nil)
+
+func (s *viewStore) pin() {
+	if s.tree == nil {
+		panic(fmt.Errorf("%w: %q at version %d", ErrStoreNotAtVersion, s.name, s.version))
+	}
+	if !s.view.Pin() {
+		panic(fmt.Errorf("%w: store %q at version %d", ErrVersionReleased, s.name, s.version))
+	}
+}
+
+func (s *viewStore) GetStoreType() types.StoreType { return types.StoreTypeIAVL }
+
+func (s *viewStore) CacheWrap() types.CacheWrap { return cachekv.NewStore(s) }
+
+func (s *viewStore) CacheWrapWithTrace(w io.Writer, tc types.TraceContext) types.CacheWrap {
+	return cachekv.NewStore(tracekv.NewStore(s, w, tc))
+}
+
+func (s *viewStore) Get(key []byte) []byte {
+	s.pin()
+	defer s.view.Unpin()
+	v, err := s.tree.Get(key) // copies values read from the snapshot
+	if err != nil {
+		panic(fmt.Errorf("memiavl: store %q at version %d: get %X: %w", s.name, s.version, key, err))
+	}
+	return v
+}
+
+func (s *viewStore) Has(key []byte) bool {
+	s.pin()
+	defer s.view.Unpin()
+	ok, err := s.tree.Has(key)
+	if err != nil {
+		panic(fmt.Errorf("memiavl: store %q at version %d: has %X: %w", s.name, s.version, key, err))
+	}
+	return ok
+}
+
+func (s *viewStore) Set(key, _ []byte) {
+	panic(fmt.Errorf("%w: set %X in store %q at version %d", ErrReadOnlyVersion, key, s.name, s.version))
+}
+
+func (s *viewStore) Delete(key []byte) {
+	panic(fmt.Errorf("%w: delete %X in store %q at version %d", ErrReadOnlyVersion, key, s.name, s.version))
+}
+
+func (s *viewStore) Iterator(start, end []byte) types.Iterator {
+	return newViewIterator(s, start, end, true)
+}
+
+func (s *viewStore) ReverseIterator(start, end []byte) types.Iterator {
+	return newViewIterator(s, start, end, false)
+}
+
+// viewIterator iterates a viewStore, pinning its view during each step and
+// copying the current pair out.
+type viewIterator struct {
+	s          *viewStore
+	it         *memiavl.Iterator
+	key, value []byte
+	valid      bool
+	err        error
+}
+
+func newViewIterator(s *viewStore, start, end []byte, ascending bool) *viewIterator {
+	s.pin()
+	defer s.view.Unpin()
+	vi := &viewIterator{s: s, it: s.tree.Iterator(start, end, ascending)}
+	vi.load()
+	return vi
+}
+
+func (vi *viewIterator) load() {
+	vi.valid = vi.it.Valid()
+	vi.err = vi.it.Error()
+	if vi.valid {
+		vi.key = cloneValue(vi.it.Key())
+		vi.value = cloneValue(vi.it.Value())
+	} else {
+		vi.key, vi.value = nil, nil
+	}
+}
+
+func (vi *viewIterator) Domain() ([]byte, []byte) { return vi.it.Domain() }
+func (vi *viewIterator) Valid() bool              { return vi.valid }
+func (vi *viewIterator) Key() []byte              { return vi.key }
+func (vi *viewIterator) Value() []byte            { return vi.value }
+func (vi *viewIterator) Error() error             { return vi.err }
+
+func (vi *viewIterator) Next() {
+	if !vi.valid {
+		return
+	}
+	vi.s.pin()
+	defer vi.s.view.Unpin()
+	vi.it.Next()
+	vi.load()
+}
+
+func (vi *viewIterator) Close() error {
+	vi.valid = false
+	return vi.it.Close()
+}
