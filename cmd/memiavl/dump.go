@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+func newDumpCmd() *cobra.Command {
+	var (
+		asJSON  bool
+		version int64
+	)
+	cmd := &cobra.Command{
+		Use:   "dump <dir>",
+		Short: "Print a database's versions, stores, key counts, sizes and hashes",
+		Long: `dump opens a database read-only (it takes no lock) and prints its latest
+version (or --version), the app hash, the kept snapshots, the range of
+versions in the write-ahead log, and for each store its key count, root
+hash and the size of its tree in the current snapshot.`,
+		Example: `  memiavl dump ~/.gaia/data/memiavl.db
+  memiavl dump --json --version 1200 ./memiavl.db`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDump(cmd.OutOrStdout(), args[0], version, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	cmd.Flags().Int64Var(&version, "version", 0, "version to describe (default: the latest)")
+	return cmd
+}
+
+// DumpStore describes one store.
+type DumpStore struct {
+	Name          string `json:"name"`
+	Keys          int64  `json:"keys"`
+	Height        int    `json:"height"`
+	RootHash      string `json:"root_hash"`
+	SnapshotBytes int64  `json:"snapshot_bytes"`
+}
+
+// DumpResult is what dump prints.
+type DumpResult struct {
+	Dir             string      `json:"dir"`
+	Version         int64       `json:"version"`
+	AppHash         string      `json:"app_hash"`
+	SnapshotVersion int64       `json:"snapshot_version"`
+	Snapshots       []int64     `json:"snapshots"`
+	WALFirst        int64       `json:"wal_first"`
+	WALLast         int64       `json:"wal_last"`
+	WALBytes        int64       `json:"wal_bytes"`
+	DiskBytes       int64       `json:"disk_bytes"`
+	Stores          []DumpStore `json:"stores"`
+}
+
+func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
+	if version < 0 {
+		return usagef("--version must not be negative")
+	}
+	if err := checkDBDir(dir); err != nil {
+		return err
+	}
+	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, TargetVersion: version, SnapshotInterval: -1, ViewCacheSize: -1})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	view, err := db.View()
+	if err != nil {
+		return err
+	}
+	defer view.Release()
+
+	res := DumpResult{
+		Dir:             dir,
+		Version:         view.Version(),
+		AppHash:         hex.EncodeToString(view.CommitInfo().Hash()),
+		SnapshotVersion: db.SnapshotVersion(),
+		WALBytes:        dirSize(filepath.Join(dir, walDirName)),
+		DiskBytes:       dirSize(dir),
+	}
+	if res.Snapshots, err = listSnapshotVersions(dir); err != nil {
+		return err
+	}
+	if res.WALFirst, res.WALLast, err = walRange(filepath.Join(dir, walDirName)); err != nil {
+		return err
+	}
+	snapDir := filepath.Join(dir, snapshotDirName(res.SnapshotVersion))
+	for _, name := range view.StoreNames() {
+		t := view.Tree(name)
+		res.Stores = append(res.Stores, DumpStore{
+			Name:          name,
+			Keys:          t.Size(),
+			Height:        int(t.Height()),
+			RootHash:      hex.EncodeToString(t.RootHash()),
+			SnapshotBytes: dirSize(filepath.Join(snapDir, treeDirName(name))),
+		})
+	}
+	if asJSON {
+		return writeJSON(w, res)
+	}
+	var t table
+	t.add("directory", "%s", dir)
+	t.add("version", "%d", res.Version)
+	t.add("app hash", "%s", res.AppHash)
+	t.add("snapshot", "%d (kept: %v)", res.SnapshotVersion, res.Snapshots)
+	if res.WALLast == 0 {
+		t.add("log", "empty (%s)", formatBytes(res.WALBytes))
+	} else {
+		t.add("log", "versions %d..%d (%s)", res.WALFirst, res.WALLast, formatBytes(res.WALBytes))
+	}
+	t.add("disk", "%s", formatBytes(res.DiskBytes))
+	t.write(w)
+	fmt.Fprintf(w, "\n%-24s %12s %6s %12s  %s\n", "STORE", "KEYS", "HEIGHT", "SNAPSHOT", "ROOT HASH")
+	for _, s := range res.Stores {
+		fmt.Fprintf(w, "%-24s %12d %6d %12s  %s\n", s.Name, s.Keys, s.Height, formatBytes(s.SnapshotBytes), s.RootHash)
+	}
+	return nil
+}
+
+// walRange returns the first and last version of the log in dir (0, 0 when
+// it is empty or absent).
+func walRange(dir string) (first, last int64, err error) {
+	if dirSize(dir) == 0 {
+		return 0, 0, nil
+	}
+	l, err := wal.Open(dir, wal.Options{ReadOnly: true})
+	if err != nil {
+		return 0, 0, err
+	}
+	first, last = l.FirstVersion(), l.LastVersion()
+	return first, last, l.Close()
+}

@@ -1,0 +1,123 @@
+// Command memiavl is the database's command-line tool: a workload benchmark,
+// an offline snapshot rewrite, a consistency checker, inspection of a
+// database and its write-ahead log, and state-sync stream export and import.
+//
+// Exit codes: 0 success, 1 the operation failed (for example verify found
+// corruption), 2 usage error. Results go to stdout, diagnostics to stderr.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError marks an error in the command line rather than in the
+// operation.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// run executes the command line args and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "memiavl: %v\n", err)
+	if isUsageError(err) {
+		fmt.Fprintln(stderr, "Run 'memiavl --help' or 'memiavl <command> --help' for usage.")
+		return exitUsage
+	}
+	return exitFailure
+}
+
+func isUsageError(err error) bool {
+	var u usageError
+	if errors.As(err, &u) {
+		return true
+	}
+	// errors cobra itself returns for the command line
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "invalid argument",
+		"flag needs an argument", "required flag", "accepts ", "requires at least", "requires at most"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "memiavl",
+		Short: "Tools for memiavl databases: benchmark, verify, inspect, rewrite snapshots",
+		Long: `memiavl works with the database directories of the memiavl state store
+(a memory-mapped IAVL tree per module store, a write-ahead log, snapshots).
+
+Exit codes: 0 success, 1 the operation failed (e.g. verify found corruption),
+2 usage error. Results are printed on stdout, diagnostics on stderr.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmd.Help()
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(
+		newBenchCmd(),
+		newRewriteCmd(),
+		newVerifyCmd(),
+		newDumpCmd(),
+		newWALCmd(),
+		newExportCmd(),
+		newImportCmd(),
+		newImportIAVLCmd(),
+		newImportMemIAVLCmd(),
+	)
+	return root
+}
+
+// noArgs rejects positional arguments as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return nil
+}
+
+// exactArgs wants n positional arguments, named in the command's Use line.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s takes %d argument(s), got %d (usage: %s)", cmd.CommandPath(), n, len(args), cmd.UseLine())
+		}
+		return nil
+	}
+}

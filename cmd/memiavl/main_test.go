@@ -1,0 +1,587 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed-6dfbb450/memiavl/internal/workload"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
+
+// cli runs the command in-process and returns its exit code and output.
+func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// mustCLI runs the command and fails the test unless it exits 0.
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errs := cli(t, args...)
+	if code != 0 {
+		t.Fatalf("memiavl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+// makeDB syncs blocks 1..blocks of a small workload into a new database in
+// dir, with a synchronous snapshot rewrite after each version in snapAt.
+func makeDB(t testing.TB, dir string, scale float64, blocks int64, snapAt ...int64) string {
+	t.Helper()
+	gen, err := workload.New(workload.Config{Seed: 3, Scale: scale})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := multitree.Open(dir, multitree.Options{CreateIfMissing: true, InitialStores: gen.Stores(), SnapshotInterval: -1, SnapshotKeepRecent: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var hash []byte
+	for v := int64(1); v <= blocks; v++ {
+		if err := db.ApplyChangeSets(gen.Block(v)); err != nil {
+			t.Fatal(err)
+		}
+		info, err := db.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash = info.Hash()
+		for _, s := range snapAt {
+			if s == v {
+				if err := db.RewriteSnapshot(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(hash)
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if fi.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flipByte(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x5a
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {}, {"bench", "--help"}, {"rewrite-snapshot", "--help"}, {"verify", "--help"},
+		{"dump", "--help"}, {"wal", "--help"}, {"wal", "dump", "--help"}, {"export", "--help"}, {"import", "--help"}, {"import-iavl", "--help"}, {"import-memiavl", "--help"},
+	} {
+		code, out, _ := cli(t, args...)
+		if code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("memiavl %v: exit %d, output %q", args, code, out)
+		}
+	}
+	_, out, _ := cli(t, "--help")
+	for _, c := range []string{"bench", "rewrite-snapshot", "verify", "dump", "wal", "export", "import"} {
+		if !strings.Contains(out, c) {
+			t.Errorf("root help does not list %s", c)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"nosuchcommand"},
+		{"bench", "--no-such-flag"},
+		{"bench", "--blocks", "x"},
+		{"bench", "--sync", "sometimes"},
+		{"bench", "--blocks", "0"},
+		{"bench", "extra-arg"},
+		{"verify"},
+		{"verify", dir, dir},
+		{"dump"},
+		{"wal", "dump"},
+		{"wal", "nosuch"},
+		{"rewrite-snapshot", "--rollback", dir},
+		{"rewrite-snapshot", "--progress", "fancy", dir},
+		{"import", "file", dir},
+		{"export", dir},
+	} {
+		code, out, errs := cli(t, args...)
+		if code != exitUsage {
+			t.Errorf("memiavl %v: exit %d, want %d\nstdout %q\nstderr %q", args, code, exitUsage, out, errs)
+		}
+		if out != "" {
+			t.Errorf("memiavl %v: usage error printed on stdout: %q", args, out)
+		}
+	}
+}
+
+func TestBench(t *testing.T) {
+	// every commit fsyncs, so that background rewrites (a few fsyncs each)
+	// finish within the run
+	code, out, errs := cli(t, "bench", "--scale", "0.01", "--blocks", "80", "--snapshot-interval", "10", "--sync", "every-commit", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res BenchResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("bench --json output is not JSON: %v\n%s", err, out)
+	}
+	if res.Version != 80 || res.Pairs == 0 || res.UpdatesPerSec <= 0 || res.PeakRSSBytes <= 0 || res.DiskBytes <= 0 {
+		t.Errorf("implausible result %+v", res)
+	}
+	if len(res.Rewrites) == 0 {
+		t.Fatalf("no snapshot rewrite recorded with interval 10 over 80 blocks: %+v", res)
+	}
+	for _, rw := range res.Rewrites {
+		if rw.Version < 10 || rw.SwitchedAt <= rw.Version || rw.Seconds <= 0 {
+			t.Errorf("implausible rewrite %+v", rw)
+		}
+	}
+	if c := res.CommitLatency; !(c.P50 <= c.P90 && c.P90 <= c.P99 && c.P99 <= c.Max && c.Max > 0) {
+		t.Errorf("latency percentiles out of order: %+v", c)
+	}
+	// the reopen replays from the last completed rewrite, or from one that
+	// was still switching over when the database closed
+	if last := res.Rewrites[len(res.Rewrites)-1].Version; res.ReplayedVersions > res.Version-last {
+		t.Errorf("replayed %d versions, want at most %d", res.ReplayedVersions, res.Version-last)
+	}
+
+	// same workload, kept directory, table output: the same app hash
+	dir := filepath.Join(t.TempDir(), "db")
+	out = mustCLI(t, "bench", "--dir", dir, "--scale", "0.01", "--blocks", "80", "--snapshot-interval", "10", "--sync", "none", "--async-buffer", "4")
+	for _, want := range []string{"throughput", "updates/s", "commit latency", "p99", "snapshot rewrites", "open + replay", "peak RSS", res.AppHash} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+	mustCLI(t, "verify", dir)
+	// a non-empty --dir is refused
+	if code, _, _ := cli(t, "bench", "--dir", dir, "--blocks", "2"); code != exitFailure {
+		t.Errorf("bench into a non-empty dir: exit %d, want %d", code, exitFailure)
+	}
+}
+
+func TestDump(t *testing.T) {
+	dir := t.TempDir()
+	hash := makeDB(t, dir, 0.01, 30, 20)
+	out := mustCLI(t, "dump", "--json", dir)
+	var res DumpResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Version != 30 || res.AppHash != hash || res.SnapshotVersion != 20 || res.WALLast != 30 || len(res.Stores) != 3 {
+		t.Fatalf("dump: %+v, want version 30, app hash %s, snapshot 20", res, hash)
+	}
+	for _, s := range res.Stores {
+		if s.Keys <= 0 || s.SnapshotBytes <= 0 || len(s.RootHash) != 64 {
+			t.Errorf("store %+v", s)
+		}
+	}
+	out = mustCLI(t, "dump", dir)
+	for _, want := range []string{hash, "bank", "staking", "lockup", "KEYS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dump output lacks %q:\n%s", want, out)
+		}
+	}
+	// an older version, replayed from the kept snapshot 0
+	out = mustCLI(t, "dump", "--json", "--version", "10", dir)
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Version != 10 {
+		t.Fatalf("dump --version 10: %v %+v", err, res)
+	}
+	if code, _, _ := cli(t, "dump", t.TempDir()); code != exitFailure {
+		t.Errorf("dump of an empty dir: exit %d", code)
+	}
+}
+
+func TestWALDump(t *testing.T) {
+	dir := t.TempDir()
+	makeDB(t, dir, 0.01, 12)
+	out := mustCLI(t, "wal", "dump", dir)
+	if !strings.Contains(out, "versions 1..12") || !strings.Contains(out, "version 7:") || !strings.Contains(out, "bank:") {
+		t.Fatalf("wal dump:\n%s", out)
+	}
+	out = mustCLI(t, "wal", "dump", "--from", "5", "--to", "5", "--pairs", filepath.Join(dir, "wal"))
+	if strings.Contains(out, "version 4:") || strings.Contains(out, "version 6:") || !strings.Contains(out, "set 02") {
+		t.Fatalf("wal dump --from 5 --to 5 --pairs:\n%s", out)
+	}
+	gen, _ := workload.New(workload.Config{Seed: 3, Scale: 0.01})
+	if want := hex.EncodeToString(gen.Block(5)[0].Pairs[0].Key); !strings.Contains(out, want) {
+		t.Errorf("the first bank key of version 5, %s, is not printed", want)
+	}
+	out = mustCLI(t, "wal", "dump", "--json", "--from", "2", "--to", "3", dir)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("wal dump --json printed %d lines", len(lines))
+	}
+	var e walEntryJSON
+	if err := json.Unmarshal([]byte(lines[1]), &e); err != nil || e.Version != 3 || len(e.Stores) != 3 {
+		t.Fatalf("wal dump --json: %v %+v", err, e)
+	}
+	if code, _, _ := cli(t, "wal", "dump", "--from", "50", dir); code != exitFailure {
+		t.Errorf("out-of-range --from: exit %d", code)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	dir := t.TempDir()
+	hash := makeDB(t, dir, 0.01, 30, 15)
+	out := mustCLI(t, "verify", dir)
+	if !strings.Contains(out, "OK") || !strings.Contains(out, hash) {
+		t.Fatalf("verify:\n%s", out)
+	}
+	out = mustCLI(t, "verify", "--json", dir)
+	var res verifyJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil || !res.OK || res.Version != 30 || res.AppHash != hash {
+		t.Fatalf("verify --json: %v %s", err, out)
+	}
+}
+
+func TestVerifyCorruptSnapshot(t *testing.T) {
+	src := t.TempDir()
+	makeDB(t, src, 0.01, 30, 15)
+	for _, file := range []string{"kvs", "leaves", "branches"} {
+		t.Run(file, func(t *testing.T) {
+			dir := t.TempDir()
+			copyDir(t, src, dir)
+			path := filepath.Join(dir, snapshotDirName(15), "s-bank", file)
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			flipByte(t, path, fi.Size()/2)
+			code, out, errs := cli(t, "verify", dir)
+			if code != exitFailure {
+				t.Fatalf("verify of a corrupt snapshot: exit %d\n%s%s", code, out, errs)
+			}
+			if !strings.Contains(errs, path) || !strings.Contains(errs, "FAILED") {
+				t.Errorf("stderr does not name %s:\n%s", path, errs)
+			}
+			if out != "" {
+				t.Errorf("failure printed on stdout: %q", out)
+			}
+		})
+	}
+}
+
+func TestVerifyCorruptWAL(t *testing.T) {
+	dir := t.TempDir()
+	makeDB(t, dir, 0.01, 30, 10)
+	segs, _ := filepath.Glob(filepath.Join(dir, "wal", "*"))
+	sort.Strings(segs)
+	if len(segs) == 0 {
+		t.Fatal("no log segment")
+	}
+	seg := segs[0]
+	fi, _ := os.Stat(seg)
+	flipByte(t, seg, fi.Size()/3) // a record in the middle, not the tail
+	code, _, errs := cli(t, "verify", dir)
+	if code != exitFailure {
+		t.Fatalf("verify of a corrupt log: exit %d\n%s", code, errs)
+	}
+	if !strings.Contains(errs, seg) || !strings.Contains(errs, "offset") {
+		t.Errorf("stderr does not name the segment and offset:\n%s", errs)
+	}
+}
+
+func TestRewriteSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	hash := makeDB(t, dir, 0.01, 40, 10, 20)
+	out := mustCLI(t, "rewrite-snapshot", "--progress", "log", dir)
+	if !strings.Contains(out, snapshotDirName(40)+" written") {
+		t.Fatalf("rewrite-snapshot:\n%s", out)
+	}
+	var res DumpResult
+	_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", dir)), &res)
+	if res.SnapshotVersion != 40 || res.Version != 40 || res.AppHash != hash || len(res.Snapshots) != 1 {
+		t.Fatalf("after rewrite: %+v", res)
+	}
+	mustCLI(t, "verify", dir)
+	// a second run has nothing to do
+	if out := mustCLI(t, "rewrite-snapshot", dir); !strings.Contains(out, "nothing to write") {
+		t.Errorf("second rewrite: %s", out)
+	}
+}
+
+func TestRewriteSnapshotVersion(t *testing.T) {
+	src := t.TempDir()
+	hash := makeDB(t, src, 0.01, 40, 10, 30)
+
+	// without --rollback: snapshot 25 becomes current, versions 26..40 stay
+	dir := t.TempDir()
+	copyDir(t, src, dir)
+	mustCLI(t, "rewrite-snapshot", "--version", "25", "--keep-recent", "1", dir)
+	var res DumpResult
+	_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", dir)), &res)
+	if res.Version != 40 || res.AppHash != hash || res.SnapshotVersion != 25 || res.WALLast != 40 {
+		t.Fatalf("after --version 25: %+v", res)
+	}
+	if want := []int64{10, 25}; !equalInts(res.Snapshots, want) {
+		t.Errorf("kept snapshots %v, want %v", res.Snapshots, want)
+	}
+	mustCLI(t, "verify", dir)
+
+	// with --rollback: version 25 is the latest
+	dir = t.TempDir()
+	copyDir(t, src, dir)
+	mustCLI(t, "rewrite-snapshot", "--version", "25", "--rollback", dir)
+	_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", dir)), &res)
+	if res.Version != 25 || res.SnapshotVersion != 25 || res.WALLast > 25 {
+		t.Fatalf("after --version 25 --rollback: %+v", res)
+	}
+	mustCLI(t, "verify", dir)
+	if code, _, _ := cli(t, "rewrite-snapshot", "--version", "99", dir); code != exitFailure {
+		t.Errorf("--version past the latest: exit %d", code)
+	}
+}
+
+func equalInts(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestExportImport(t *testing.T) {
+	dir := t.TempDir()
+	hash := makeDB(t, dir, 0.01, 20, 10)
+	file := filepath.Join(t.TempDir(), "state.bin")
+	out := mustCLI(t, "export", dir, file)
+	if !strings.Contains(out, "exported version 20") {
+		t.Fatalf("export: %s", out)
+	}
+	dst := filepath.Join(t.TempDir(), "restored")
+	out = mustCLI(t, "import", "--height", "20", file, dst)
+	if !strings.Contains(strings.ToLower(out), hash) {
+		t.Fatalf("import printed %q, want app hash %s", out, hash)
+	}
+	mustCLI(t, "verify", dst)
+
+	// an older version
+	file2 := filepath.Join(t.TempDir(), "state-15.bin")
+	mustCLI(t, "export", "--height", "15", dir, file2)
+	var want DumpResult
+	_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", "--version", "15", dir)), &want)
+	dst2 := filepath.Join(t.TempDir(), "restored15")
+	out = mustCLI(t, "import", "--height", "15", file2, dst2)
+	if !strings.Contains(strings.ToLower(out), want.AppHash) {
+		t.Fatalf("import of 15 printed %q, want %s", out, want.AppHash)
+	}
+	// a file that is not a stream
+	bad := filepath.Join(t.TempDir(), "bad.bin")
+	_ = os.WriteFile(bad, []byte("not a stream"), 0o644)
+	if code, _, _ := cli(t, "import", "--height", "3", bad, filepath.Join(t.TempDir(), "x")); code != exitFailure {
+		t.Errorf("import of garbage: exit %d", code)
+	}
+}
+
+// ---- the built binary
+
+var binPath string
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	if binPath != "" {
+		return binPath
+	}
+	out := filepath.Join(os.TempDir(), "memiavl-cli-test-"+strings.ReplaceAll(t.Name(), "/", "_"))
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	binPath = out
+	return out
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.Remove(binPath)
+	}
+	os.Exit(code)
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+func TestBinaryExitCodes(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	makeDB(t, dir, 0.01, 20, 10)
+	bad := t.TempDir()
+	copyDir(t, dir, bad)
+	flipByte(t, filepath.Join(bad, snapshotDirName(10), "s-staking", "kvs"), 7)
+
+	for _, c := range []struct {
+		args     []string
+		code     int
+		inStdout string
+		inStderr string
+	}{
+		{[]string{"--help"}, 0, "Usage:", ""},
+		{[]string{"verify", dir}, 0, "OK", ""},
+		{[]string{"dump", dir}, 0, "staking", ""},
+		{[]string{"verify", bad}, 1, "", "kvs"},
+		{[]string{"verify"}, 2, "", "takes 1 argument"},
+		{[]string{"bench", "--nope"}, 2, "", "unknown flag"},
+		{[]string{"nosuch"}, 2, "", "unknown command"},
+	} {
+		cmd := exec.Command(bin, c.args...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		code := exitCode(cmd.Run())
+		if code != c.code || !strings.Contains(out.String(), c.inStdout) || !strings.Contains(errb.String(), c.inStderr) {
+			t.Errorf("memiavl %v: exit %d (want %d)\nstdout %q (want %q)\nstderr %q (want %q)",
+				c.args, code, c.code, out.String(), c.inStdout, errb.String(), c.inStderr)
+		}
+	}
+}
+
+// TestRewriteKilled kills a rewrite-snapshot process in the middle of the
+// write, checks that the database is untouched but for the temporary
+// directory, reruns the command and verifies the result.
+func TestRewriteKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("uses SIGSTOP/SIGKILL")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	scale, blocks := 0.2, int64(30)
+	if testing.Short() {
+		scale, blocks = 0.08, 20
+	}
+	hash := makeDB(t, dir, scale, blocks, 5)
+
+	cmd := exec.Command(bin, "rewrite-snapshot", "--progress", "none", "--concurrency", "1", dir)
+	cmd.Env = append(os.Environ(), stopOnTmpEnv+"=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		seen := false
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "stopping during the write") {
+				seen = true
+				stopped <- true
+			}
+		}
+		if !seen {
+			stopped <- false
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	var midWrite bool
+	select {
+	case midWrite = <-stopped:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("rewrite-snapshot neither stopped nor finished")
+	}
+	if midWrite {
+		// wait until the process is really stopped, then kill it
+		for i := 0; i < 1000; i++ {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+			if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "T" {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+	}
+	_ = cmd.Wait()
+	if midWrite {
+		tmp := filepath.Join(dir, snapshotDirName(blocks)+tmpSuffix)
+		if _, err := os.Stat(tmp); err != nil {
+			t.Fatalf("killed mid-write, but no temporary directory %s: %v", tmp, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, snapshotDirName(blocks))); err == nil {
+			t.Fatal("killed mid-write, yet the final snapshot directory exists")
+		}
+		// the database still opens at its latest version from the old snapshot
+		var res DumpResult
+		_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", dir)), &res)
+		if res.Version != blocks || res.AppHash != hash || res.SnapshotVersion != 5 {
+			t.Fatalf("after the kill: %+v", res)
+		}
+	} else {
+		t.Log("the write finished before the process could be stopped; checking the rerun only")
+	}
+	out := mustCLI(t, "rewrite-snapshot", "--progress", "none", dir)
+	if midWrite && !strings.Contains(out, "written") {
+		t.Fatalf("rerun: %s", out)
+	}
+	var res DumpResult
+	_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", dir)), &res)
+	if res.Version != blocks || res.AppHash != hash || res.SnapshotVersion != blocks {
+		t.Fatalf("after the rerun: %+v", res)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*"+tmpSuffix)); len(m) != 0 {
+		t.Errorf("leftovers after the rerun: %v", m)
+	}
+	mustCLI(t, "verify", dir)
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	dbm "github.com/cosmos/cosmos-db"
+	gogotypes "github.com/cosmos/gogoproto/types"
+	"github.com/spf13/cobra"
+
+	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
+
+type importIAVLOptions struct {
+	height      int64
+	stores      []string
+	backend     string
+	concurrency int
+}
+
+func newImportIAVLCmd() *cobra.Command {
+	var o importIAVLOptions
+	cmd := &cobra.Command{
+		Use:   "import-iavl <application.db> <dir>",
+		Short: "Create a database from the cosmos/iavl stores of an SDK application database",
+		Long: `import-iavl creates a database in <dir> from the IAVL stores of a Cosmos SDK
+application database (<home>/data/application.db, the rootmulti layout) at
+--height (default: the application's latest version). Each tree is streamed
+into the new snapshot; every root hash must equal the one the application
+recorded, and, when every store is imported, the app hash too, otherwise
+nothing is left in <dir>. The application database is only read, but it is
+opened normally: stop the node first. <dir> must not hold a database.`,
+		Example: `  memiavl import-iavl ~/.gaia/data/application.db ~/.gaia/data/memiavl.db`,
+		Args:    exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImportIAVL(cmd.OutOrStdout(), args[0], args[1], o)
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&o.height, "height", 0, "version to import (default: the latest)")
+	f.StringSliceVar(&o.stores, "stores", nil, "stores to import (default: every store of the commit info)")
+	f.StringVar(&o.backend, "backend", string(dbm.GoLevelDBBackend), "database backend of the application database")
+	f.IntVar(&o.concurrency, "concurrency", 0, "trees imported in parallel (default: GOMAXPROCS)")
+	return cmd
+}
+
+func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
+	if o.height < 0 || o.concurrency < 0 {
+		return usagef("--height and --concurrency must not be negative")
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a database directory", src)
+	}
+	parent, name := filepath.Split(filepath.Clean(src))
+	name = strings.TrimSuffix(name, ".db")
+	db, err := dbm.NewDB(name, dbm.BackendType(o.backend), parent)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", src, err)
+	}
+	defer db.Close()
+	height := o.height
+	if height == 0 {
+		if height, err = rootMultiLatest(db); err != nil {
+			return fmt.Errorf("%s: %w", src, err)
+		}
+	}
+	start := time.Now()
+	if err := compat.ImportIAVL(db, height, o.stores, dir, multitree.Options{RewriteConcurrency: o.concurrency}); err != nil {
+		return err
+	}
+	return printImported(w, src, dir, start)
+}
+
+// rootMultiLatest reads the latest version the SDK's rootmulti store
+// recorded (key "s/latest", a protobuf Int64Value).
+func rootMultiLatest(db dbm.DB) (int64, error) {
+	b, err := db.Get([]byte("s/latest"))
+	if err != nil {
+		return 0, err
+	}
+	if b == nil {
+		return 0, fmt.Errorf("no latest version recorded (not an SDK application database?)")
+	}
+	var v gogotypes.Int64Value
+	if err := v.Unmarshal(b); err != nil {
+		return 0, fmt.Errorf("latest version record: %w", err)
+	}
+	if v.Value <= 0 {
+		return 0, fmt.Errorf("nothing committed (latest version %d)", v.Value)
+	}
+	return v.Value, nil
+}
+
+func printImported(w io.Writer, src, dir string, start time.Time) error {
+	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, SnapshotInterval: -1})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fmt.Fprintf(w, "imported %s into %s at version %d in %.2fs: %d stores, app hash %X\n",
+		src, dir, db.Version(), time.Since(start).Seconds(), len(db.StoreNames()), db.LastCommitInfo().Hash())
+	return nil
+}
+
+func newImportMemIAVLCmd() *cobra.Command {
+	var concurrency int
+	cmd := &cobra.Command{
+		Use:   "import-memiavl <reference-dir> <dir>",
+		Short: "Create a database from a directory of the reference memiavl (cronos memiavl v0.1)",
+		Long: `import-memiavl creates a database in <dir> from a directory written by the
+reference memiavl (github.com/crypto-org-chain/cronos/memiavl v0.1.0), at
+the reference's latest version and with the identical app hash: it streams
+the reference's current snapshot into a new snapshot, checking every root
+hash and the app hash, then replays the reference's write-ahead log entries
+after it. The reference directory is only read; its node must be stopped.
+<dir> must not hold a database; a failed import leaves none.`,
+		Example: `  memiavl import-memiavl ~/.cronos/data/memiavl.db ./memiavl.db`,
+		Args:    exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if concurrency < 0 {
+				return usagef("--concurrency must not be negative")
+			}
+			if _, err := os.Stat(args[0]); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := compat.ImportMemIAVL(args[0], args[1], multitree.Options{RewriteConcurrency: concurrency, SnapshotInterval: -1}); err != nil {
+				return err
+			}
+			return printImported(cmd.OutOrStdout(), args[0], args[1], start)
+		},
+	}
+	cmd.Flags().IntVar(&concurrency, "concurrency", 0, "trees imported in parallel (default: GOMAXPROCS)")
+	return cmd
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
+
+// stopOnTmpEnv, when "1", makes rewrite-snapshot stop its own process
+// (SIGSTOP) as soon as the snapshot's temporary directory has data in it, so
+// that tests can kill it in the middle of a write. Not for normal use.
+const stopOnTmpEnv = "MEMIAVL_TEST_STOP_DURING_REWRITE"
+
+type rewriteOptions struct {
+	version     int64
+	rollback    bool
+	keepRecent  int
+	concurrency int
+	progress    string
+}
+
+func newRewriteCmd() *cobra.Command {
+	var o rewriteOptions
+	cmd := &cobra.Command{
+		Use:   "rewrite-snapshot <dir>",
+		Short: "Write a new snapshot of a database offline and make it current",
+		Long: `rewrite-snapshot opens a database as its writer (the node must be stopped),
+writes a snapshot of the latest version, makes it the current snapshot, and
+prunes older snapshots beyond --keep-recent together with the log entries
+that only they needed. Opening the database afterwards replays nothing.
+
+--version V writes the snapshot of version V instead (V must be at or after
+the oldest kept snapshot). Without --rollback the versions after V stay in
+the log: snapshots newer than V are removed, V becomes current and the next
+open replays the log from V to the latest version, so nothing committed is
+lost. With --rollback every version after V is discarded (the log is cut
+back to V), as a node's rollback does.
+
+Interrupting it (Ctrl-C, a kill, a crash) is safe: the snapshot is written
+under a temporary name and only switched to once complete and durable; the
+next writer open removes the leftovers, so the command can simply be run
+again. On a terminal it shows a progress bar, otherwise it logs progress
+lines on stderr.`,
+		Example: `  memiavl rewrite-snapshot ./memiavl.db
+  memiavl rewrite-snapshot --version 1000 --rollback ./memiavl.db`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRewrite(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&o.version, "version", 0, "version to write the snapshot of (default: the latest)")
+	f.BoolVar(&o.rollback, "rollback", false, "with --version: discard every version after it")
+	f.IntVar(&o.keepRecent, "keep-recent", 0, "snapshots older than the new one to keep (with the log entries after them)")
+	f.IntVar(&o.concurrency, "concurrency", 0, "trees written in parallel (default: GOMAXPROCS)")
+	f.StringVar(&o.progress, "progress", "auto", "progress display: auto (a bar on a terminal, else log lines), bar, log or none")
+	return cmd
+}
+
+func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rewriteOptions) error {
+	switch {
+	case o.version < 0:
+		return usagef("--version must not be negative")
+	case o.rollback && o.version == 0:
+		return usagef("--rollback needs --version")
+	case o.keepRecent < 0 || o.concurrency < 0:
+		return usagef("--keep-recent and --concurrency must not be negative")
+	}
+	mode := o.progress
+	switch mode {
+	case "auto":
+		mode = "log"
+		if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			mode = "bar"
+		}
+	case "bar", "log", "none":
+	default:
+		return usagef("unknown --progress %q (want auto, bar, log or none)", o.progress)
+	}
+	if err := checkDBDir(dir); err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	db, err := multitree.Open(dir, multitree.Options{
+		TargetVersion:      o.version,
+		Rollback:           o.rollback,
+		SnapshotInterval:   -1,
+		SnapshotKeepRecent: o.keepRecent,
+		RewriteConcurrency: o.concurrency,
+	})
+	if err != nil {
+		if errors.Is(err, multitree.ErrLocked) {
+			return fmt.Errorf("%w (is a node running on it?)", err)
+		}
+		return err
+	}
+	defer db.Close()
+	version, base := db.Version(), db.SnapshotVersion()
+	if version == base {
+		fmt.Fprintf(stdout, "snapshot %d is already the current snapshot of version %d: nothing to write\n", base, version)
+		return db.Close()
+	}
+	estimate := estimateSnapshotBytes(db, dir, base)
+	tmp := filepath.Join(dir, snapshotDirName(version)+tmpSuffix)
+	fmt.Fprintf(stderr, "rewrite-snapshot: writing the snapshot of version %d (current snapshot %d, %d versions in the log after it)\n",
+		version, base, version-base)
+
+	start := time.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		watchRewrite(stderr, tmp, estimate, mode, done)
+	}()
+	err = db.RewriteSnapshot(ctx)
+	close(done)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; the partial snapshot is removed (now or at the next open) and the command can be rerun: %w", err)
+		}
+		return err
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	if err := removeNewerSnapshots(dir, version); err != nil {
+		return err
+	}
+	written := dirSize(filepath.Join(dir, snapshotDirName(version)))
+	kept, _ := listSnapshotVersions(dir)
+	first, last, _ := walRange(filepath.Join(dir, walDirName))
+	var t table
+	t.add("snapshot", "%s written: %s in %.2fs (%.1f MB/s)", snapshotDirName(version), formatBytes(written),
+		elapsed.Seconds(), float64(written)/1e6/max(elapsed.Seconds(), 1e-9))
+	t.add("current", "version %d", version)
+	t.add("kept snapshots", "%v", kept)
+	if last == 0 {
+		t.add("log", "empty")
+	} else {
+		t.add("log", "versions %d..%d", first, last)
+	}
+	t.write(stdout)
+	return nil
+}
+
+// removeNewerSnapshots has the database remove snapshots newer than the
+// current one (left by a rewrite at an older --version): a writer open
+// removes them, as it removes every leftover of an interrupted write.
+func removeNewerSnapshots(dir string, current int64) error {
+	kept, err := listSnapshotVersions(dir)
+	if err != nil || len(kept) == 0 || kept[len(kept)-1] <= current {
+		return err
+	}
+	db, err := multitree.Open(dir, multitree.Options{SnapshotInterval: -1})
+	if err != nil {
+		return err
+	}
+	return db.Close()
+}
+
+// estimateSnapshotBytes guesses the size of the new snapshot from the
+// current one's size per leaf and the trees' sizes now; -1 if unknown.
+func estimateSnapshotBytes(db *multitree.DB, dir string, base int64) int64 {
+	view, err := db.View()
+	if err != nil {
+		return -1
+	}
+	defer view.Release()
+	var leaves, size int64
+	for _, name := range view.StoreNames() {
+		t := view.Tree(name)
+		size += t.Size()
+		if s := t.Snapshot(); s != nil {
+			leaves += int64(s.LeafCount())
+		}
+	}
+	cur := dirSize(filepath.Join(dir, snapshotDirName(base)))
+	if leaves == 0 || cur == 0 {
+		return -1
+	}
+	return int64(float64(cur) * float64(size) / float64(leaves))
+}
+
+// watchRewrite reports the bytes written under tmp until done is closed.
+func watchRewrite(w io.Writer, tmp string, estimate int64, mode string, done <-chan struct{}) {
+	stopOnTmp := os.Getenv(stopOnTmpEnv) == "1"
+	interval := 200 * time.Millisecond
+	if stopOnTmp {
+		interval = time.Millisecond
+	}
+	var bar *progressbar.ProgressBar
+	if mode == "bar" {
+		bar = progressbar.NewOptions64(estimate,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("writing "+filepath.Base(tmp)),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowTotalBytes(true),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		defer func() {
+			_ = bar.Finish()
+			fmt.Fprintln(w)
+		}()
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	lastLog := time.Now()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		n := dirSize(tmp)
+		if stopOnTmp && n > 0 {
+			fmt.Fprintf(w, "rewrite-snapshot: stopping during the write (%s)\n", stopOnTmpEnv)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			stopOnTmp = false
+		}
+		switch mode {
+		case "bar":
+			if estimate > 0 && n > estimate {
+				n = estimate
+			}
+			_ = bar.Set64(n)
+		case "log":
+			if time.Since(lastLog) >= 2*time.Second {
+				lastLog = time.Now()
+				if estimate > 0 {
+					fmt.Fprintf(w, "rewrite-snapshot: %s of about %s written (%.0f%%)\n", formatBytes(n), formatBytes(estimate),
+						min(100, 100*float64(n)/float64(estimate)))
+				} else {
+					fmt.Fprintf(w, "rewrite-snapshot: %s written\n", formatBytes(n))
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"compress/zlib"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	snapshottypes "cosmossdk.io/store/snapshots/types"
+	protoio "github.com/cosmos/gogoproto/io"
+	"github.com/spf13/cobra"
+
+	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
+
+// maxStreamItem bounds one message of a state-sync stream, as the SDK's
+// snapshot stream reader does.
+const maxStreamItem = 64 << 20
+
+const streamFormatHelp = `The file holds the SDK's state-sync snapshot stream (format 3): the
+length-delimited SnapshotItem messages (a store item, then the store's IAVL
+nodes in post-order, for each store in name order), zlib-compressed, i.e.
+the concatenation of the chunks the SDK's snapshot manager produces.`
+
+func newExportCmd() *cobra.Command {
+	var height int64
+	cmd := &cobra.Command{
+		Use:   "export <dir> <file>",
+		Short: "Write a version of a database as a state-sync snapshot stream file",
+		Long: `export opens a database read-only (it takes no lock) and writes the state of
+--height (default: the latest version) to <file> as a state-sync snapshot
+stream, the same one a node serves to peers. The file is written under a
+temporary name and renamed when complete.
+
+` + streamFormatHelp,
+		Example: `  memiavl export --height 1200 ./memiavl.db state-1200.bin`,
+		Args:    exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runExport(cmd.OutOrStdout(), args[0], args[1], height)
+		},
+	}
+	cmd.Flags().Int64Var(&height, "height", 0, "version to export (default: the latest)")
+	return cmd
+}
+
+func runExport(w io.Writer, dir, file string, height int64) (err error) {
+	if height < 0 {
+		return usagef("--height must not be negative")
+	}
+	if err := checkDBDir(dir); err != nil {
+		return err
+	}
+	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, SnapshotInterval: -1})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if height == 0 {
+		height = db.Version()
+	}
+	if height == 0 {
+		return fmt.Errorf("%s has no committed version to export", dir)
+	}
+	start := time.Now()
+	tmp := file + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	zw, err := zlib.NewWriterLevel(bw, zlib.BestSpeed)
+	if err != nil {
+		return err
+	}
+	counter := &countingWriter{w: zw}
+	if err := compat.SnapshotDB(db, uint64(height), protoio.NewDelimitedWriter(counter)); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return err
+	}
+	fi, _ := os.Stat(file)
+	var size int64
+	if fi != nil {
+		size = fi.Size()
+	}
+	fmt.Fprintf(w, "exported version %d of %s to %s: %s (%s uncompressed) in %.2fs\n",
+		height, dir, file, formatBytes(size), formatBytes(counter.n), time.Since(start).Seconds())
+	return nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func newImportCmd() *cobra.Command {
+	var (
+		height int64
+		stores []string
+	)
+	cmd := &cobra.Command{
+		Use:   "import <file> <dir>",
+		Short: "Create a database from a state-sync snapshot stream file",
+		Long: `import restores a database in <dir> at --height from a state-sync snapshot
+stream file (written by 'memiavl export', or the concatenated chunks of an
+SDK snapshot). The nodes are checked as they are read and go straight into
+the new snapshot files. The restore is staged beside <dir> and swapped in
+only once complete and durable: an interrupted import leaves nothing
+behind and can be rerun. <dir> must not hold a database with committed
+versions other than --height.
+
+` + streamFormatHelp,
+		Example: `  memiavl import --height 1200 state-1200.bin ./memiavl.db`,
+		Args:    exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImport(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], height, stores)
+		},
+	}
+	cmd.Flags().Int64Var(&height, "height", 0, "version of the state in the stream (required)")
+	cmd.Flags().StringSliceVar(&stores, "stores", nil, "stores of the new database; those the stream lacks are created empty (default: the stream's)")
+	return cmd
+}
+
+func runImport(w, diag io.Writer, file, dir string, height int64, stores []string) error {
+	if height <= 0 {
+		return usagef("--height is required and must be positive")
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	start := time.Now()
+	zr, err := zlib.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%s is not a state-sync stream file: %w", file, err)
+	}
+	defer zr.Close()
+	next, err := compat.RestoreDB(dir, uint64(height), snapshottypes.CurrentFormat,
+		protoio.NewDelimitedReader(zr, maxStreamItem), multitree.Options{InitialStores: stores})
+	if err != nil {
+		return err
+	}
+	if next.Item != nil {
+		fmt.Fprintf(diag, "import: the stream goes on with an item of type %T after the stores; it was ignored\n", next.Item)
+	}
+	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, SnapshotInterval: -1})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fmt.Fprintf(w, "imported %s into %s at version %d in %.2fs: %d stores, app hash %X\n",
+		file, dir, db.Version(), time.Since(start).Seconds(), len(db.StoreNames()), db.LastCommitInfo().Hash())
+	return nil
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// Names of the directory layout (see multitree/format.go).
+const (
+	snapshotPrefix = "snapshot-"
+	walDirName     = "wal"
+	tmpSuffix      = ".tmp"
+)
+
+func snapshotDirName(version int64) string { return fmt.Sprintf("%s%020d", snapshotPrefix, version) }
+
+var plainStoreName = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,100}$`)
+
+// treeDirName is the directory of a store's tree inside a snapshot.
+func treeDirName(store string) string {
+	if plainStoreName.MatchString(store) {
+		return "s-" + store
+	}
+	return "x-" + hex.EncodeToString([]byte(store))
+}
+
+// listSnapshotVersions returns the versions of the complete snapshot
+// directories in dir, ascending.
+func listSnapshotVersions(dir string) ([]int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, snapshotPrefix) || len(name) != len(snapshotPrefix)+20 {
+			continue
+		}
+		if v, err := strconv.ParseInt(name[len(snapshotPrefix):], 10, 64); err == nil {
+			out = append(out, v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// dirSize returns the bytes of the regular files under path (apparent
+// size), 0 if it does not exist.
+func dirSize(path string) int64 {
+	var n int64
+	_ = filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// diskUsage returns the bytes allocated on disk to the files under path.
+func diskUsage(path string) int64 {
+	var n int64
+	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	return n
+}
+
+// peakRSS returns the process's peak resident set size in bytes: VmHWM from
+// /proc/self/status, else getrusage's maxrss.
+func peakRSS() int64 {
+	if f, err := os.Open("/proc/self/status"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				fields := strings.Fields(rest)
+				if len(fields) >= 1 {
+					if kb, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+						return kb << 10
+					}
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		return ru.Maxrss << 10 // kilobytes on Linux
+	}
+	return 0
+}
+
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func parseSyncPolicy(s string) (wal.SyncPolicy, error) {
+	for _, p := range []wal.SyncPolicy{wal.SyncEveryCommit, wal.SyncGrouped, wal.SyncNone} {
+		if strings.EqualFold(s, p.String()) {
+			return p, nil
+		}
+	}
+	return 0, usagef("unknown --sync policy %q (want %s, %s or %s)", s, wal.SyncEveryCommit, wal.SyncGrouped, wal.SyncNone)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeJSONLine writes v as one line of JSON.
+func writeJSONLine(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
+
+// table prints aligned two-column rows.
+type table struct {
+	rows [][2]string
+}
+
+func (t *table) add(k, format string, args ...any) {
+	t.rows = append(t.rows, [2]string{k, fmt.Sprintf(format, args...)})
+}
+
+func (t *table) write(w io.Writer) {
+	width := 0
+	for _, r := range t.rows {
+		width = max(width, len(r[0]))
+	}
+	for _, r := range t.rows {
+		if r[0] == "" {
+			fmt.Fprintln(w, r[1])
+			continue
+		}
+		fmt.Fprintf(w, "%-*s  %s\n", width, r[0], r[1])
+	}
+}
+
+// checkDBDir makes sure dir looks like a database directory, so that a typo
+// is reported plainly.
+func checkDBDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "current")); err != nil {
+		return fmt.Errorf("%s holds no memiavl database (no 'current' file)", dir)
+	}
+	return nil
+}
