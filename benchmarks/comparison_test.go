@@ -1,0 +1,349 @@
+package benchmarks
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	refmemiavl "github.com/crypto-org-chain/cronos/memiavl"
+
+	"github.com/seed-6dfbb450/memiavl/internal/workload"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// TestSyncComparison syncs the same workload into this database and into
+// the reference memiavl, each in a child process (the test binary run
+// again) so that peak RSS is measured per side, and prints a table:
+//
+//	MEMIAVL_BENCH_COMPARE=1 go test -run TestSyncComparison -v
+//
+// Both sides write their log synchronously at each commit without fsync
+// (the reference never fsyncs its log; this database runs with
+// SyncNone), rewrite snapshots in the background every
+// MEMIAVL_BENCH_COMPARE_INTERVAL versions (default 200) and keep no older
+// snapshot. The workload: MEMIAVL_BENCH_COMPARE_SCALE (default 1) and
+// MEMIAVL_BENCH_COMPARE_BLOCKS (default 700), as 'memiavl bench' at its
+// defaults. Measured per side:
+//
+//   - sync throughput: pairs of blocks 2..N per second of ApplyChangeSets +
+//     Commit (block generation not counted), and commit latency p50/p99;
+//   - background rewrites completed and their time from the commit that
+//     started them to the commit that switched to them;
+//   - peak RSS (VmHWM of the child; includes the workload generator);
+//   - disk usage after close;
+//   - open + replay of the closed directory;
+//   - a synchronous rewrite of the reopened database (offline rewrite).
+//
+// Both must end with the same app hash.
+
+const childEnv = "MEMIAVL_BENCH_CHILD"
+
+type compareResult struct {
+	Impl           string    `json:"impl"`
+	Pairs          int64     `json:"pairs"`
+	SyncSeconds    float64   `json:"sync_seconds"`
+	UpdatesPerSec  float64   `json:"updates_per_sec"`
+	CommitP50ms    float64   `json:"commit_p50_ms"`
+	CommitP99ms    float64   `json:"commit_p99_ms"`
+	BlockP50ms     float64   `json:"block_p50_ms"`
+	BlockP99ms     float64   `json:"block_p99_ms"`
+	Rewrites       []float64 `json:"rewrites_seconds"`
+	PeakRSS        int64     `json:"peak_rss_bytes"`
+	DiskBytes      int64     `json:"disk_bytes"`
+	OpenSeconds    float64   `json:"open_replay_seconds"`
+	Replayed       int64     `json:"replayed_versions"`
+	RewriteSeconds float64   `json:"offline_rewrite_seconds"`
+	AppHash        string    `json:"app_hash"`
+}
+
+type compareParams struct {
+	scale    float64
+	blocks   int64
+	interval int64
+}
+
+func compareParamsFromEnv() compareParams {
+	return compareParams{
+		scale:    envFloat("MEMIAVL_BENCH_COMPARE_SCALE", 1),
+		blocks:   envInt("MEMIAVL_BENCH_COMPARE_BLOCKS", 700),
+		interval: envInt("MEMIAVL_BENCH_COMPARE_INTERVAL", 200),
+	}
+}
+
+func TestSyncComparison(t *testing.T) {
+	if os.Getenv("MEMIAVL_BENCH_COMPARE") != "1" {
+		t.Skip("set MEMIAVL_BENCH_COMPARE=1 to run")
+	}
+	p := compareParamsFromEnv()
+	t.Logf("workload scale %g, %d blocks, snapshot interval %d", p.scale, p.blocks, p.interval)
+	var res []compareResult
+	for _, impl := range []string{implOurs, implRef} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+impl)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s child: %v\n%s", impl, err, out.String())
+		}
+		var r compareResult
+		found := false
+		for _, line := range strings.Split(out.String(), "\n") {
+			if s, ok := strings.CutPrefix(line, "RESULT "); ok {
+				if err := json.Unmarshal([]byte(s), &r); err != nil {
+					t.Fatal(err)
+				}
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("%s child printed no result:\n%s", impl, out.String())
+		}
+		res = append(res, r)
+	}
+	if res[0].AppHash != res[1].AppHash {
+		t.Errorf("app hashes differ: ours %s, reference %s", res[0].AppHash, res[1].AppHash)
+	}
+	t.Log("\n" + formatComparison(res[0], res[1]))
+}
+
+func formatComparison(o, r compareResult) string {
+	var b strings.Builder
+	row := func(name, unit string, ov, rv float64, lowerBetter bool) {
+		ratio := ov / rv
+		note := "higher is better"
+		if lowerBetter {
+			note = "lower is better"
+		}
+		fmt.Fprintf(&b, "| %-32s | %14.4g | %14.4g | %7.2fx | %s |\n", name+" ("+unit+")", ov, rv, ratio, note)
+	}
+	fmt.Fprintf(&b, "| %-32s | %14s | %14s | %8s | |\n", "metric", "ours", "refmemiavl", "ours/ref")
+	fmt.Fprintf(&b, "|%s|%s|%s|%s|---|\n", strings.Repeat("-", 34), strings.Repeat("-", 16), strings.Repeat("-", 16), strings.Repeat("-", 10))
+	row("sync throughput", "updates/s", o.UpdatesPerSec, r.UpdatesPerSec, false)
+	row("commit latency p50", "ms", o.CommitP50ms, r.CommitP50ms, true)
+	row("commit latency p99", "ms", o.CommitP99ms, r.CommitP99ms, true)
+	row("block latency p50", "ms", o.BlockP50ms, r.BlockP50ms, true)
+	row("block latency p99", "ms", o.BlockP99ms, r.BlockP99ms, true)
+	row("peak RSS", "MiB", float64(o.PeakRSS)/(1<<20), float64(r.PeakRSS)/(1<<20), true)
+	row("disk usage", "MiB", float64(o.DiskBytes)/(1<<20), float64(r.DiskBytes)/(1<<20), true)
+	row("open + replay", "s", o.OpenSeconds, r.OpenSeconds, true)
+	row("offline rewrite", "s", o.RewriteSeconds, r.RewriteSeconds, true)
+	row("background rewrite, mean", "s", mean(o.Rewrites), mean(r.Rewrites), true)
+	fmt.Fprintf(&b, "\nbackground rewrites completed: ours %d, refmemiavl %d; versions replayed at open: ours %d, refmemiavl %d\n",
+		len(o.Rewrites), len(r.Rewrites), o.Replayed, r.Replayed)
+	fmt.Fprintf(&b, "app hash: ours %s, refmemiavl %s\n", o.AppHash, r.AppHash)
+	return b.String()
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// syncTarget is one side of the comparison.
+type syncTarget interface {
+	apply(css []wal.ChangeSet) error
+	commit() ([]byte, error)
+	snapshotVersion() int64
+	version() int64
+	close() error
+}
+
+type oursTarget struct{ db *multitree.DB }
+
+func (o oursTarget) apply(css []wal.ChangeSet) error { return o.db.ApplyChangeSets(css) }
+func (o oursTarget) commit() ([]byte, error) {
+	info, err := o.db.Commit()
+	if err != nil {
+		return nil, err
+	}
+	return info.Hash(), nil
+}
+func (o oursTarget) snapshotVersion() int64 { return o.db.SnapshotVersion() }
+func (o oursTarget) version() int64         { return o.db.Version() }
+func (o oursTarget) close() error           { return o.db.Close() }
+
+type refTarget struct{ db *refmemiavl.DB }
+
+func (r refTarget) apply(css []wal.ChangeSet) error { return r.db.ApplyChangeSets(RefChangeSets(css)) }
+func (r refTarget) commit() ([]byte, error) {
+	if _, err := r.db.Commit(); err != nil {
+		return nil, err
+	}
+	return RefCommitInfo(r.db.LastCommitInfo()).Hash(), nil
+}
+func (r refTarget) snapshotVersion() int64 { return r.db.SnapshotVersion() }
+func (r refTarget) version() int64         { return r.db.Version() }
+func (r refTarget) close() error           { return r.db.Close() }
+
+func openTarget(impl, dir string, p compareParams, stores []string, create bool) (syncTarget, error) {
+	switch impl {
+	case implOurs:
+		db, err := multitree.Open(dir, multitree.Options{
+			CreateIfMissing:  create,
+			InitialStores:    stores,
+			SnapshotInterval: p.interval,
+			Sync:             wal.SyncNone,
+		})
+		return oursTarget{db}, err
+	case implRef:
+		db, err := refmemiavl.Load(dir, refmemiavl.Options{
+			CreateIfMissing:   create,
+			InitialStores:     stores,
+			SnapshotInterval:  uint32(p.interval),
+			AsyncCommitBuffer: -1,
+			ZeroCopy:          true,
+		})
+		return refTarget{db}, err
+	}
+	return nil, fmt.Errorf("unknown implementation %q", impl)
+}
+
+// runChild runs one side of TestSyncComparison and prints its result.
+func runChild(impl string) int {
+	r, err := syncChild(impl, compareParamsFromEnv())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", impl, err)
+		return 1
+	}
+	b, _ := json.Marshal(r)
+	fmt.Printf("RESULT %s\n", b)
+	return 0
+}
+
+func syncChild(impl string, p compareParams) (*compareResult, error) {
+	gen, err := workload.New(workload.Config{Seed: 1, Scale: p.scale})
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "memiavl-compare-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, impl)
+	tg, err := openTarget(impl, dir, p, gen.Stores(), true)
+	if err != nil {
+		return nil, err
+	}
+	res := &compareResult{Impl: impl}
+	var (
+		commits, blocks []time.Duration
+		busy            time.Duration
+		hash            []byte
+		pending         int64
+		pendingAt       time.Time
+		lastStart       int64
+	)
+	for v := int64(1); v <= p.blocks; v++ {
+		css := gen.Block(v)
+		n := 0
+		for _, cs := range css {
+			n += len(cs.Pairs)
+		}
+		t0 := time.Now()
+		if err := tg.apply(css); err != nil {
+			return nil, fmt.Errorf("version %d: %w", v, err)
+		}
+		t1 := time.Now()
+		if hash, err = tg.commit(); err != nil {
+			return nil, fmt.Errorf("commit %d: %w", v, err)
+		}
+		t2 := time.Now()
+		if v > 1 {
+			res.Pairs += int64(n)
+			busy += t2.Sub(t0)
+			commits = append(commits, t2.Sub(t1))
+			blocks = append(blocks, t2.Sub(t0))
+		}
+		// both databases switch to a finished background rewrite in a
+		// commit and start the next one when interval versions have
+		// passed since the last start
+		if pending != 0 && tg.snapshotVersion() == pending {
+			res.Rewrites = append(res.Rewrites, t2.Sub(pendingAt).Seconds())
+			pending = 0
+		}
+		if pending == 0 && v-lastStart >= p.interval {
+			pending, pendingAt, lastStart = v, t2, v
+		}
+	}
+	res.SyncSeconds = busy.Seconds()
+	res.UpdatesPerSec = float64(res.Pairs) / busy.Seconds()
+	res.CommitP50ms, res.CommitP99ms = pct(commits, 0.5), pct(commits, 0.99)
+	res.BlockP50ms, res.BlockP99ms = pct(blocks, 0.5), pct(blocks, 0.99)
+	res.AppHash = hex.EncodeToString(hash)
+	if err := tg.close(); err != nil {
+		return nil, err
+	}
+	res.DiskBytes = allocated(dir)
+
+	t := time.Now()
+	tg, err = openTarget(impl, dir, compareParams{interval: math.MaxInt32}, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	res.OpenSeconds = time.Since(t).Seconds()
+	res.Replayed = tg.version() - tg.snapshotVersion()
+	t = time.Now()
+	switch x := tg.(type) {
+	case oursTarget:
+		err = x.db.RewriteSnapshot(context.Background())
+	case refTarget:
+		if err = x.db.RewriteSnapshot(); err == nil {
+			err = x.db.Reload()
+		}
+	}
+	res.RewriteSeconds = time.Since(t).Seconds()
+	if err != nil {
+		return nil, err
+	}
+	if err := tg.close(); err != nil {
+		return nil, err
+	}
+	res.PeakRSS = vmHWM()
+	return res, nil
+}
+
+func pct(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := min(len(s)-1, max(0, int(p*float64(len(s))+0.5)-1))
+	return float64(s[i]) / float64(time.Millisecond)
+}
+
+// allocated returns the bytes allocated on disk under dir.
+func allocated(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	return n
+}
