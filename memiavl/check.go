@@ -36,6 +36,9 @@ func (t *Tree) check(r ref, path []byte, maxVersion int64) (checkResult, error) 
 	if res.version > maxVersion || res.version <= 0 {
 		return res, fmt.Errorf("%w: node at path %s has version %d, parent or tree at %d", ErrCorrupt, pathString(path), res.version, maxVersion)
 	}
+	if r.n != nil && r.n.pfx != keyPrefix(r.n.key) {
+		return res, fmt.Errorf("%w: node at path %s has a stale key prefix", ErrCorrupt, pathString(path))
+	}
 	if t.isLeaf(r) {
 		key := t.keyOf(r)
 		var value []byte

@@ -1,6 +1,9 @@
 package memiavl
 
 import (
+	"bytes"
+	"encoding/binary"
+
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 )
 
@@ -13,6 +16,7 @@ import (
 // of an older version is committed and immutable: it may be shared by copies
 // of the tree read from other goroutines, and a mutation copies it first.
 type node struct {
+	pfx     uint64 // keyPrefix(key): decides most comparisons without reading key
 	key     []byte
 	value   []byte // leaves only
 	left    ref    // inner nodes only
@@ -38,5 +42,30 @@ func memRef(n *node) ref { return ref{n: n} }
 func (r ref) isNil() bool { return r.n == nil && r.p == prefNone }
 
 func newLeaf(key, value []byte, version int64) *node {
-	return &node{key: key, value: value, version: version, size: 1}
+	return &node{pfx: keyPrefix(key), key: key, value: value, version: version, size: 1}
+}
+
+// keyPrefix returns the first 8 bytes of key, zero padded, as a big-endian
+// number. Keys whose prefixes differ order like their prefixes; equal
+// prefixes need the full keys.
+func keyPrefix(key []byte) uint64 {
+	if len(key) >= 8 {
+		return binary.BigEndian.Uint64(key)
+	}
+	var b [8]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// less reports whether key, whose prefix is kp, sorts before n's key.
+func (n *node) less(key []byte, kp uint64) bool {
+	if kp != n.pfx {
+		return kp < n.pfx
+	}
+	return bytes.Compare(key, n.key) < 0
+}
+
+// setKey sets n's key and prefix.
+func (n *node) setKey(key []byte) {
+	n.key, n.pfx = key, keyPrefix(key)
 }

@@ -106,8 +106,10 @@ func (p persisted) hash(r pref) []byte {
 
 // mutableBranch returns an in-memory copy of branch r at version v.
 func (p persisted) mutableBranch(r pref, v int64) *node {
+	k := p.key(r)
 	return &node{
-		key:     p.key(r),
+		pfx:     keyPrefix(k),
+		key:     k,
 		left:    ref{p: p.left(r)},
 		right:   ref{p: p.right(r)},
 		version: v,

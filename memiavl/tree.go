@@ -163,15 +163,16 @@ func (t *Tree) get(key []byte) (value []byte, mapped bool, err error) {
 	}
 	defer recoverCorrupt(&err)
 	r := t.root
+	kp := keyPrefix(key)
 	for r.n != nil {
 		n := r.n
 		if n.height == 0 {
-			if bytes.Equal(n.key, key) {
+			if n.pfx == kp && bytes.Equal(n.key, key) {
 				return n.value, false, nil
 			}
 			return nil, false, nil
 		}
-		if bytes.Compare(key, n.key) < 0 {
+		if n.less(key, kp) {
 			r = n.left
 		} else {
 			r = n.right
@@ -246,10 +247,10 @@ func (t *Tree) set(r ref, key, value []byte, v int64) (ref, bool) {
 		lk := t.keyOf(r)
 		switch bytes.Compare(key, lk) {
 		case -1:
-			return memRef(&node{key: lk, height: 1, size: 2, version: v,
+			return memRef(&node{pfx: keyPrefix(lk), key: lk, height: 1, size: 2, version: v,
 				left: memRef(newLeaf(key, value, v)), right: r}), false
 		case 1:
-			return memRef(&node{key: key, height: 1, size: 2, version: v,
+			return memRef(&node{pfx: keyPrefix(key), key: key, height: 1, size: 2, version: v,
 				left: r, right: memRef(newLeaf(key, value, v))}), false
 		default:
 			if r.n != nil && r.n.version == v {
@@ -262,7 +263,7 @@ func (t *Tree) set(r ref, key, value []byte, v int64) (ref, bool) {
 	}
 	n := t.mutable(r, v)
 	var updated bool
-	if bytes.Compare(key, n.key) < 0 {
+	if n.less(key, keyPrefix(key)) {
 		n.left, updated = t.set(n.left, key, value, v)
 	} else {
 		n.right, updated = t.set(n.right, key, value, v)
@@ -309,7 +310,7 @@ func (t *Tree) remove(r ref, key []byte, v int64) (ref, []byte, bool) {
 	n := t.mutable(r, v)
 	n.right = newRight
 	if newKey != nil {
-		n.key = newKey
+		n.setKey(newKey)
 	}
 	t.calcHeightAndSize(n)
 	return memRef(t.balance(n, v)), nil, true
