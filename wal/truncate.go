@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
 	"io"
 )
@@ -61,15 +62,31 @@ func (l *Log) TruncateFront(version int64) error {
 // A failure part way leaves the log in an unknown state: it becomes the
 // sticky error, and the log must be reopened.
 func (l *Log) TruncateBack(version int64) error {
+	if version < 0 {
+		return fmt.Errorf("%w: cannot truncate back to version %d", ErrVersionNotFound, version)
+	}
+	return l.rewriteTail(func(segs []segment, last int64) (int64, error) {
+		if version > last {
+			return 0, fmt.Errorf("%w: cannot truncate back to version %d, last version is %d", ErrVersionNotFound, version, last)
+		}
+		if version == last {
+			return 0, nil
+		}
+		return version + 1, l.truncateBackLocked(segs, version)
+	})
+}
+
+// rewriteTail runs cut with the log quiesced: no Replay running, every
+// queued append written, the appender and writer locked. cut gets the
+// segments and the last version and returns the version the next Append
+// must carry (0 to leave it unchanged). A cut error becomes the sticky error.
+func (l *Log) rewriteTail(cut func(segs []segment, last int64) (int64, error)) error {
 	l.truncMu.Lock()
 	defer l.truncMu.Unlock()
 	l.app.Lock()
 	defer l.app.Unlock()
 	if err := l.checkWritableLocked(); err != nil {
 		return err
-	}
-	if version < 0 {
-		return fmt.Errorf("%w: cannot truncate back to version %d", ErrVersionNotFound, version)
 	}
 	if l.queue != nil {
 		if err := l.flushQueueLocked(false); err != nil {
@@ -83,17 +100,16 @@ func (l *Log) TruncateBack(version int64) error {
 	segs := append([]segment(nil), l.mu.segments...)
 	last := l.mu.last
 	l.mu.Unlock()
-	if version > last {
-		return fmt.Errorf("%w: cannot truncate back to version %d, last version is %d", ErrVersionNotFound, version, last)
-	}
-	if version == last {
-		return nil
-	}
-	if err := l.truncateBackLocked(segs, version); err != nil {
-		l.fail(err)
+	next, err := cut(segs, last)
+	if err != nil {
+		if !errors.Is(err, ErrVersionNotFound) {
+			l.fail(err)
+		}
 		return err
 	}
-	l.app.next = version + 1
+	if next != 0 {
+		l.app.next = next
+	}
 	return nil
 }
 
@@ -189,30 +205,10 @@ func recordEnd(f file, s segment, version int64) (int64, error) {
 // must carry. A database uses it when its newest snapshot is ahead of the
 // log's end, so that the log resumes right after the snapshot.
 func (l *Log) Reset(next int64) error {
-	l.truncMu.Lock()
-	defer l.truncMu.Unlock()
-	l.app.Lock()
-	defer l.app.Unlock()
-	if err := l.checkWritableLocked(); err != nil {
-		return err
-	}
 	if next < 1 {
 		return fmt.Errorf("%w: next version %d", ErrInvalidEntry, next)
 	}
-	if l.queue != nil {
-		if err := l.flushQueueLocked(false); err != nil {
-			return err
-		}
-	}
-	l.w.Lock()
-	defer l.w.Unlock()
-	l.mu.Lock()
-	segs := append([]segment(nil), l.mu.segments...)
-	l.mu.Unlock()
-	if err := l.truncateBackLocked(segs, -1); err != nil {
-		l.fail(err)
-		return err
-	}
-	l.app.next = next
-	return nil
+	return l.rewriteTail(func(segs []segment, _ int64) (int64, error) {
+		return next, l.truncateBackLocked(segs, -1)
+	})
 }
