@@ -240,10 +240,17 @@ func TestTruncateBack(t *testing.T) {
 		opts := Options{fs: fs, SegmentSize: 512, AsyncBuffer: async}
 		l := mustOpen(t, memDir, opts)
 		mustAppend(t, l, entries...)
+		// the background writer rolls segments: wait for it, then read
+		// the segment list under its lock
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		var bases []int64
+		l.mu.Lock()
 		for _, s := range l.mu.segments {
 			bases = append(bases, s.base)
 		}
+		l.mu.Unlock()
 		if len(bases) < 5 {
 			t.Fatalf("only %d segments", len(bases))
 		}
