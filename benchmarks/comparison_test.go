@@ -6,14 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io/fs"
+	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -293,7 +292,7 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 	if err := tg.close(); err != nil {
 		return nil, err
 	}
-	res.DiskBytes = allocated(dir)
+	res.DiskBytes = sysstat.DiskUsage(dir)
 
 	t := time.Now()
 	tg, err = openTarget(impl, dir, compareParams{interval: math.MaxInt32}, nil, false)
@@ -330,20 +329,4 @@ func pct(ds []time.Duration, p float64) float64 {
 	slices.Sort(s)
 	i := min(len(s)-1, max(0, int(p*float64(len(s))+0.5)-1))
 	return float64(s[i]) / float64(time.Millisecond)
-}
-
-// allocated returns the bytes allocated on disk under dir.
-func allocated(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
-		}
-		var st syscall.Stat_t
-		if syscall.Stat(p, &st) == nil {
-			n += st.Blocks * 512
-		}
-		return nil
-	})
-	return n
 }

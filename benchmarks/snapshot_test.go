@@ -1,17 +1,16 @@
 package benchmarks
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -411,26 +410,7 @@ func sampleHeap() func() int64 {
 }
 
 // vmHWM returns the process's peak resident set size (bytes), 0 if unknown.
-func vmHWM() int64 { return procStatus("VmHWM:") }
-
-func procStatus(field string) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
-			fs := strings.Fields(rest)
-			if len(fs) > 0 {
-				kb, _ := strconv.ParseInt(fs[0], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
+func vmHWM() int64 { return sysstat.ProcStatus("VmHWM:") }
 
 // resetPeakRSS resets VmHWM to the current RSS (Linux: "5" into
 // clear_refs) and returns it, 0 if the reset is not possible.
@@ -438,5 +418,5 @@ func resetPeakRSS() int64 {
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		return 0
 	}
-	return procStatus("VmRSS:")
+	return sysstat.ProcStatus("VmRSS:")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"io"
 	"os"
 	"path/filepath"
@@ -265,8 +266,8 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
-	res.DiskBytes = diskUsage(dir)
-	res.WALBytes = diskUsage(filepath.Join(dir, walDirName))
+	res.DiskBytes = sysstat.DiskUsage(dir)
+	res.WALBytes = sysstat.DiskUsage(filepath.Join(dir, walDirName))
 	res.SnapshotBytes = res.DiskBytes - res.WALBytes
 
 	t = time.Now()
@@ -284,7 +285,7 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	res.PeakRSSBytes = peakRSS()
+	res.PeakRSSBytes = sysstat.PeakRSS()
 	res.WallSeconds = time.Since(wallStart).Seconds()
 
 	if o.json {

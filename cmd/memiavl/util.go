@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -74,46 +72,6 @@ func dirSize(path string) int64 {
 		return nil
 	})
 	return n
-}
-
-// diskUsage returns the bytes allocated on disk to the files under path.
-func diskUsage(path string) int64 {
-	var n int64
-	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
-		}
-		var st syscall.Stat_t
-		if syscall.Stat(p, &st) == nil {
-			n += st.Blocks * 512
-		}
-		return nil
-	})
-	return n
-}
-
-// peakRSS returns the process's peak resident set size in bytes: VmHWM from
-// /proc/self/status, else getrusage's maxrss.
-func peakRSS() int64 {
-	if f, err := os.Open("/proc/self/status"); err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-				fields := strings.Fields(rest)
-				if len(fields) >= 1 {
-					if kb, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
-						return kb << 10
-					}
-				}
-			}
-		}
-	}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		return ru.Maxrss << 10 // kilobytes on Linux
-	}
-	return 0
 }
 
 func formatBytes(n int64) string {
