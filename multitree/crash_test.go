@@ -145,7 +145,7 @@ func TestCrashRecovery(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		want := commitInfo(ref, v, false).Hash()
+		want := commitInfo(ref, v).Hash()
 		if got := db.LastCommitInfo().Hash(); !bytes.Equal(got, want) {
 			t.Fatalf("round %d: version %d app hash %X, want %X", round, v, got, want)
 		}

@@ -184,7 +184,7 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 			return nil, err
 		}
 	}
-	db.mu.info = commitInfo(db.mu.trees, db.mu.version, false)
+	db.mu.info = commitInfo(db.mu.trees, db.mu.version)
 	db.mu.touched = map[string]bool{}
 	db.publishLocked()
 	return db, nil
@@ -336,9 +336,10 @@ func applyChangeSet(trees map[string]*memiavl.Tree, cs wal.ChangeSet) error {
 	return nil
 }
 
-// commitInfo builds the SDK commit info of trees: their working hashes, or
-// the saved ones.
-func commitInfo(trees map[string]*memiavl.Tree, version int64, working bool) *storetypes.CommitInfo {
+// commitInfo builds the SDK commit info of trees at version from their root
+// hashes: the working hashes, which equal the saved ones right after a save
+// or a replay.
+func commitInfo(trees map[string]*memiavl.Tree, version int64) *storetypes.CommitInfo {
 	names := make([]string, 0, len(trees))
 	for name := range trees {
 		names = append(names, name)
@@ -346,11 +347,7 @@ func commitInfo(trees map[string]*memiavl.Tree, version int64, working bool) *st
 	sort.Strings(names)
 	infos := make([]storetypes.StoreInfo, len(names))
 	for i, name := range names {
-		t := trees[name]
-		if !working {
-			t = t.Copy()
-		}
-		infos[i] = storetypes.StoreInfo{Name: name, CommitId: storetypes.CommitID{Version: version, Hash: t.RootHash()}}
+		infos[i] = storetypes.StoreInfo{Name: name, CommitId: storetypes.CommitID{Version: version, Hash: trees[name].RootHash()}}
 	}
 	return &storetypes.CommitInfo{Version: version, StoreInfos: infos}
 }
@@ -585,7 +582,7 @@ func (db *DB) WorkingCommitInfo() *storetypes.CommitInfo {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	db.hashTreesLocked()
-	return commitInfo(db.mu.trees, db.workingVersionLocked(), true)
+	return commitInfo(db.mu.trees, db.workingVersionLocked())
 }
 
 // hashTreesLocked computes the working hashes of the changed trees, in
@@ -650,7 +647,7 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 		}
 	}
 	db.mu.version = v
-	db.mu.info = commitInfo(db.mu.trees, v, false)
+	db.mu.info = commitInfo(db.mu.trees, v)
 	db.mu.pending = wal.Entry{}
 	db.mu.touched = map[string]bool{}
 

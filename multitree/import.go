@@ -434,7 +434,7 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := commitInfo(trees, im.version, false)
+	info := commitInfo(trees, im.version)
 	gen.release()
 	if im.target != im.dir {
 		if err := im.swap(); err != nil {

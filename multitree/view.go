@@ -108,7 +108,7 @@ func (db *DB) loadVersion(version int64) (*state, error) {
 		gen.release()
 		return nil, err
 	}
-	return &state{version: version, info: commitInfo(trees, version, false), trees: trees, gen: gen}, nil
+	return &state{version: version, info: commitInfo(trees, version), trees: trees, gen: gen}, nil
 }
 
 // Release unpins the view. Further use of the view or of slices read from
