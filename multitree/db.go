@@ -323,15 +323,23 @@ func applyChangeSet(trees map[string]*memiavl.Tree, cs wal.ChangeSet) error {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, cs.Name)
 	}
 	for _, p := range cs.Pairs {
-		var err error
-		if p.Delete {
-			_, err = t.Remove(p.Key)
-		} else {
-			_, err = t.Set(p.Key, p.Value)
+		if err := applyPair(t, cs.Name, p); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("store %q: %w", cs.Name, err)
-		}
+	}
+	return nil
+}
+
+// applyPair applies one set or delete to store's tree t.
+func applyPair(t *memiavl.Tree, store string, p wal.KVPair) error {
+	var err error
+	if p.Delete {
+		_, err = t.Remove(p.Key)
+	} else {
+		_, err = t.Set(p.Key, p.Value)
+	}
+	if err != nil {
+		return fmt.Errorf("store %q: %w", store, err)
 	}
 	return nil
 }
@@ -520,14 +528,8 @@ func (db *DB) write(store string, p wal.KVPair) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, store)
 	}
-	var err error
-	if p.Delete {
-		_, err = t.Remove(p.Key)
-	} else {
-		_, err = t.Set(p.Key, p.Value)
-	}
-	if err != nil {
-		return fmt.Errorf("store %q: %w", store, err)
+	if err := applyPair(t, store, p); err != nil {
+		return err
 	}
 	db.addPendingLocked(store, p)
 	return nil

@@ -99,16 +99,23 @@ func readCurrent(dir string) (int64, error) {
 // removeLeftovers deletes what interrupted writes left behind: temporary
 // files and directories, and snapshot directories newer than current.
 func removeLeftovers(dir string, current int64) error {
+	return removeEntries(dir, func(name string) bool {
+		v, isSnap := parseSnapshotDirName(name)
+		return filepath.Ext(name) == tmpSuffix || (isSnap && v > current)
+	})
+}
+
+// removeEntries removes the entries of dir whose names match, and fsyncs dir
+// if it removed any.
+func removeEntries(dir string, match func(name string) bool) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	changed := false
 	for _, e := range ents {
-		name := e.Name()
-		v, isSnap := parseSnapshotDirName(name)
-		if filepath.Ext(name) == tmpSuffix || (isSnap && v > current) {
-			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+		if match(e.Name()) {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 				return err
 			}
 			changed = true

@@ -295,25 +295,10 @@ func checkReplaceable(dir string, version int64) error {
 // a directory that holds no database: snapshot and temporary directories
 // and the log.
 func removeImportLeftovers(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	changed := false
-	for _, e := range ents {
-		name := e.Name()
+	return removeEntries(dir, func(name string) bool {
 		_, isSnap := parseSnapshotDirName(name)
-		if isSnap || name == walDirName || filepath.Ext(name) == tmpSuffix {
-			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
-				return err
-			}
-			changed = true
-		}
-	}
-	if changed {
-		return syncDir(dir)
-	}
-	return nil
+		return isSnap || name == walDirName || filepath.Ext(name) == tmpSuffix
+	})
 }
 
 // Version returns the version being imported.
