@@ -26,10 +26,25 @@ func (p persisted) check(err error) {
 }
 
 // get looks key up among the snapshot leaves under r. Point reads do not walk
-// the branches: the leaves under a branch are contiguous and sorted, so a
-// binary search over them (mostly on the 8-byte key prefixes stored in the
-// leaf records) finds the key in a few cache lines.
+// the branches: the leaves under a node are a contiguous range of the
+// snapshot's sorted leaves, so the key is under r exactly when the snapshot
+// holds it at an index in that range. The snapshot's lookup table finds the
+// index and the value reading one table slot and the key's bytes; a snapshot
+// without one (format version 1) is binary-searched over the range instead.
 func (p persisted) get(r pref, key []byte) ([]byte, error) {
+	if p.s.HasLookup() {
+		i, v, found, err := p.s.Lookup(key)
+		if err != nil || !found {
+			return nil, err
+		}
+		if lo, hi := p.leafRange(r); i < lo || i >= hi {
+			return nil, nil
+		}
+		if v == nil {
+			v = emptyValue // a present key with an empty value in an empty data file
+		}
+		return v, nil
+	}
 	lo, hi := p.leafRange(r)
 	i, found, err := p.s.Search(key, lo, hi)
 	if err != nil || !found {

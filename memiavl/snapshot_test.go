@@ -183,3 +183,104 @@ func TestSnapshotZeroCopyGetAllocs(t *testing.T) {
 		t.Fatalf("GetZeroCopy allocates %.1f times per call", allocs)
 	}
 }
+
+// TestSnapshotGetAfterChanges reads every key ever written after deleting and
+// overwriting keys of a tree opened from a snapshot: the snapshot's lookup
+// table still holds the deleted and old keys, and must answer only for the
+// persisted subtrees that the tree still points to.
+func TestSnapshotGetAfterChanges(t *testing.T) {
+	r := testutil.Rand(t)
+	tr, err := memiavl.New(memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{}
+	var keys [][]byte
+	for i := 0; i < 3000; i++ {
+		k := []byte(fmt.Sprintf("key-%06d", r.Intn(1_000_000)))
+		if _, ok := want[string(k)]; ok {
+			continue
+		}
+		v := []byte(fmt.Sprint("value-", i))
+		if _, err := tr.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+		want[string(k)] = v
+		keys = append(keys, k)
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	tr = reopen(t, tr, filepath.Join(t.TempDir(), "snap"))
+	for _, k := range keys {
+		switch r.Intn(4) {
+		case 0:
+			if _, err := tr.Remove(k); err != nil {
+				t.Fatal(err)
+			}
+			want[string(k)] = nil
+		case 1:
+			v := []byte(fmt.Sprint("new-", r.Int()))
+			if _, err := tr.Set(k, v); err != nil {
+				t.Fatal(err)
+			}
+			want[string(k)] = v
+		}
+	}
+	for round := 0; round < 2; round++ {
+		for _, k := range keys {
+			v, err := tr.Get(k)
+			if err != nil || !bytes.Equal(v, want[string(k)]) || (v == nil) != (want[string(k)] == nil) {
+				t.Fatalf("round %d: Get(%s) = %q, %v; want %q", round, k, v, err, want[string(k)])
+			}
+			if zc, err := tr.GetZeroCopy(k); err != nil || !bytes.Equal(zc, v) {
+				t.Fatalf("round %d: GetZeroCopy(%s) = %q, %v; want %q", round, k, zc, err, v)
+			}
+		}
+		if _, _, err := tr.SaveVersion(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSnapshotFormatV1 serves reads from a snapshot of format version 1,
+// which has no lookup table, and goes on from it.
+func TestSnapshotFormatV1(t *testing.T) {
+	s, err := snapshot.Open(filepath.Join("..", "snapshot", "testdata", "golden-v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.HasLookup() {
+		t.Fatal("format version 1 snapshot has a lookup table")
+	}
+	tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{{"alpha", "value-a"}, {"bravo", "value-b"}, {"charlie", "value-c"}, {"delta", ""}, {"echo", "value-e"}, {"b", ""}, {"zulu", ""}} {
+		v, err := tr.Get([]byte(kv[0]))
+		present := kv[0] != "b" && kv[0] != "zulu"
+		if err != nil || string(v) != kv[1] || (v != nil) != present {
+			t.Fatalf("Get(%s) = %q, %v", kv[0], v, err)
+		}
+	}
+	if _, err := tr.Set([]byte("foxtrot"), []byte("value-f")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Remove([]byte("alpha")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := tr.Get([]byte("foxtrot")); err != nil || string(v) != "value-f" {
+		t.Fatalf("Get(foxtrot) = %q, %v", v, err)
+	}
+	if v, err := tr.Get([]byte("alpha")); err != nil || v != nil {
+		t.Fatalf("Get(alpha) after Remove = %q, %v", v, err)
+	}
+	if err := tr.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

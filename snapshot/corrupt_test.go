@@ -35,7 +35,7 @@ func openMem(dir string, files map[string][]byte) (*Snapshot, error) {
 		return nil, err
 	}
 	s := newSnapshot(dir, &m)
-	for i, name := range dataFileNames {
+	for i, name := range dataFileNames[:dataFiles(m.formatVersion)] {
 		b := files[name]
 		if err := checkLength(filepath.Join(dir, name), uint64(len(b)), m.files[i].length); err != nil {
 			return nil, err
@@ -138,7 +138,7 @@ func TestCorruptByteFlips(t *testing.T) {
 			}
 			open := func(files map[string][]byte) (error, error) { return openMemAndCheck(t, files) }
 			n := 0
-			for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileKVs, FileIndex} {
+			for _, name := range allFiles {
 				for off := range orig[name] {
 					for _, mut := range byteMutations {
 						if mut(orig[name][off]) != orig[name][off] {
@@ -163,7 +163,7 @@ func TestCorruptByteFlipsMapped(t *testing.T) {
 		writeDir(t, dir, files)
 		return openAndCheck(t, dir)
 	}
-	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileKVs, FileIndex} {
+	for _, name := range allFiles {
 		for j := 0; j < 24; j++ {
 			off := r.Intn(len(orig[name]))
 			mut := byteMutations[r.Intn(len(byteMutations))]
@@ -177,7 +177,7 @@ func TestCorruptByteFlipsMapped(t *testing.T) {
 func TestCorruptTruncation(t *testing.T) {
 	orig := smallSnapshot(t, false)
 	dir := filepath.Join(t.TempDir(), "snap")
-	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileKVs, FileIndex} {
+	for _, name := range allFiles {
 		for n := 0; n < len(orig[name]); n++ {
 			files := copyFiles(orig)
 			files[name] = files[name][:n]
@@ -206,7 +206,7 @@ func TestCorruptTruncation(t *testing.T) {
 		}
 	}
 	// An extra byte is caught by Open too.
-	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileKVs, FileIndex} {
+	for _, name := range allFiles {
 		files := copyFiles(orig)
 		files[name] = append(files[name], 0)
 		writeDir(t, dir, files)

@@ -10,14 +10,20 @@ import (
 // is stored as raw key bytes so that reading it big-endian orders like the
 // key.
 //
-// A snapshot of one tree is a directory holding five files:
+// A snapshot of one tree is a directory holding six files:
 //
 //	meta      fixed MetaSize bytes: identity, counts, root hash, and the
-//	          length and CRC32C of each of the four data files
+//	          length and CRC32C of each of the five data files
 //	leaves    LeafCount  records of RecordSize bytes, in key order
 //	branches  BranchCount records of RecordSize bytes, in post-order
-//	kvs       for each leaf in leaf order: key bytes then value bytes
+//	kvs       for each leaf in leaf order: an entry header (format
+//	          version 2), the key bytes, then the value bytes
 //	index     the key prefix of every IndexStride-th leaf
+//	lookup    a hash table from keys to leaf indices (format version 2)
+//
+// Format version 1 is version 2 without the lookup file and without the kvs
+// entry headers: its meta has zero where version 2 records the lookup file,
+// and no lookup file exists. This package reads both and writes version 2.
 //
 // The data files have no header: the meta file carries their format version,
 // lengths and checksums, so that every record sits at a multiple of
@@ -38,7 +44,8 @@ import (
 //	    88     8  length of branches |  96  4  CRC32C of branches |  100 4  reserved, zero
 //	   104     8  length of kvs      | 112  4  CRC32C of kvs      |  116 4  reserved, zero
 //	   120     8  length of index    | 128  4  CRC32C of index    |  132 4  reserved, zero
-//	   136    52  reserved, zero
+//	   136     8  length of lookup   | 144  4  CRC32C of lookup   |  148 4  reserved, zero
+//	   152    36  reserved, zero
 //	   188     4  CRC32C of bytes [0, 188)
 //
 // # leaves (one RecordSize record per leaf; leaf i holds the i-th smallest key)
@@ -52,9 +59,21 @@ import (
 //	    56     8  key prefix: the first 8 bytes of the key, zero padded
 //
 // Read big-endian, the key prefix is a uint64 that orders like the key
-// whenever two prefixes differ; equal prefixes need the full keys. The
-// records are contiguous in kvs: leaf 0 starts at offset 0 and each leaf
-// starts where the previous one's value ends; kvs ends with the last value.
+// whenever two prefixes differ; equal prefixes need the full keys.
+//
+// # kvs (one entry per leaf, in leaf order)
+//
+//	offset  size  field
+//	     0     4  key length (uint32, equal to the leaf record's)
+//	     4     4  value length (uint32, equal to the leaf record's)
+//	     8     -  key bytes, then value bytes
+//
+// The header (KVHeaderSize bytes) lets a point read through the lookup table
+// take the lengths from the key's own cache line instead of the leaf record.
+// Entries are contiguous: leaf 0's starts at offset 0, each starts where the
+// previous one's value ends, and kvs ends with the last value. The leaf
+// record's kvs offset points at the key, just after the header. Format
+// version 1 has no headers: there the entries are the key and value bytes.
 //
 // # branches (one RecordSize record per inner node, in post-order)
 //
@@ -83,14 +102,38 @@ import (
 // to narrow the search to the one or two runs of IndexStride leaves, a single
 // 4 KiB page of records, whose prefixes can hold the key.
 //
+// # lookup (LookupEntrySize bytes per slot; format version 2)
+//
+// An open-addressing hash table with linear probing over lookupSlots(n)
+// slots: 0 for the empty tree, else the smallest power of two of at least 8
+// above 1.5n. A key's hash h is the 64-bit xxHash (XXH64, seed 0) of the key
+// bytes; its home slot is h mod slots. A slot is all zero when empty, else
+//
+//	offset  size  field
+//	     0     8  little-endian: bits 0-39 leaf index + 1; bits 40-63 the
+//	              top 24 bits of the key's hash (a tag that skips most slots
+//	              of other keys without reading their keys)
+//	     8     8  offset of the key in kvs (the leaf record's field), just
+//	              after its entry header
+//
+// The writer inserts the leaves in leaf order, each in the first empty slot
+// from its home slot on, wrapping at the end, so the bytes are a function of
+// the keys. A point read hashes the key and scans slots from the home slot to
+// the first empty one; for a slot whose tag matches it reads the kvs entry at
+// the slot's offset (header, key, value) and never the leaf record.
+//
 // The root is the last branch when there is one, leaf 0 for a tree of one
 // leaf, and there is none for the empty tree. A tree holds at most MaxLeaves
 // leaves because the leaf indices are 40-bit.
 const (
 	// MetaMagic opens every meta file.
 	MetaMagic uint64 = 0x534C5641494D454D
-	// FormatVersion is the version of the format described above.
-	FormatVersion uint32 = 0x00000001
+	// FormatVersion is the version of the format described above, the one
+	// the Writer writes.
+	FormatVersion uint32 = 0x00000002
+	// FormatVersionNoLookup is the previous version, without the lookup
+	// file; Open reads it.
+	FormatVersionNoLookup uint32 = 0x00000001
 
 	// MetaSize is the size of the meta file.
 	MetaSize = 192
@@ -107,12 +150,18 @@ const (
 	FileBranches = "branches"
 	FileKVs      = "kvs"
 	FileIndex    = "index"
+	FileLookup   = "lookup"
 
 	// IndexStride is the number of leaves per index entry: one page of
 	// leaf records.
 	IndexStride = 64
 	// IndexEntrySize is the size of an index entry.
 	IndexEntrySize = 8
+	// KVHeaderSize is the size of the header of a kvs entry (format
+	// version 2).
+	KVHeaderSize = 8
+	// LookupEntrySize is the size of a lookup table slot.
+	LookupEntrySize = 16
 )
 
 // Field offsets inside the meta file.
@@ -126,13 +175,14 @@ const (
 	metaOffRootHash      = 40
 	metaOffFiles         = 72 // metaDataFileCount entries of metaFileEntrySize bytes
 	metaFileEntrySize    = 16 // length u64 | crc u32 | reserved u32
-	metaOffReservedTail  = 136
+	metaOffReservedTail  = 152
 	metaOffCRC           = 188
 	metaFileIndexLeaves  = 0
 	metaFileIndexBranch  = 1
 	metaFileIndexKVs     = 2
 	metaFileIndexIndex   = 3
-	metaDataFileCount    = 4
+	metaFileIndexLookup  = 4
+	metaDataFileCount    = 5
 	metaReservedTailSize = metaOffCRC - metaOffReservedTail
 )
 
@@ -163,7 +213,16 @@ const uint40Mask = 1<<40 - 1
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // dataFileNames lists the data files in the order of their meta entries.
-var dataFileNames = [metaDataFileCount]string{FileLeaves, FileBranches, FileKVs, FileIndex}
+var dataFileNames = [metaDataFileCount]string{FileLeaves, FileBranches, FileKVs, FileIndex, FileLookup}
+
+// dataFiles returns how many data files a snapshot of the format version
+// has: the first ones of dataFileNames.
+func dataFiles(formatVersion uint32) int {
+	if formatVersion == FormatVersionNoLookup {
+		return metaDataFileCount - 1
+	}
+	return metaDataFileCount
+}
 
 // indexLen returns the length of the index file of a tree of n leaves.
 func indexLen(n uint64) uint64 { return (n + IndexStride - 1) / IndexStride * IndexEntrySize }

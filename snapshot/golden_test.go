@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 )
 
@@ -110,7 +112,7 @@ func TestGolden(t *testing.T) {
 	}
 	// Spot-check the layout against the byte diagram in format.go.
 	m := want[FileMeta]
-	if string(m[:8]) != "MEMIAVLS" || binary.LittleEndian.Uint32(m[8:]) != 1 || len(m) != MetaSize {
+	if string(m[:8]) != "MEMIAVLS" || binary.LittleEndian.Uint32(m[8:]) != 2 || len(m) != MetaSize {
 		t.Fatalf("meta header %q", m[:12])
 	}
 	br := want[FileBranches][3*RecordSize:] // the root
@@ -118,19 +120,86 @@ func TestGolden(t *testing.T) {
 		t.Fatalf("root record %x", br[:RecordSize])
 	}
 	lf := want[FileLeaves][2*RecordSize:] // charlie
-	if binary.LittleEndian.Uint64(lf[40:]) != 24 || binary.LittleEndian.Uint32(lf[48:]) != 7 ||
+	if binary.LittleEndian.Uint64(lf[40:]) != 48 || binary.LittleEndian.Uint32(lf[48:]) != 7 ||
 		binary.LittleEndian.Uint32(lf[52:]) != 7 || string(lf[56:64]) != "charlie\x00" {
 		t.Fatalf("leaf 2 record %x", lf[:RecordSize])
+	}
+	// kvs: charlie's entry header just before its key.
+	if kv := want[FileKVs]; binary.LittleEndian.Uint32(kv[40:]) != 7 || binary.LittleEndian.Uint32(kv[44:]) != 7 || string(kv[48:55]) != "charlie" {
+		t.Fatalf("kvs entry of leaf 2: %x", kv[40:62])
+	}
+	// lookup: 8 slots for 5 leaves; each leaf i sits at or after its home
+	// slot xxh64(key) mod 8, tagged with the top 24 bits of the hash, with
+	// its key's kvs offset.
+	lk := want[FileLookup]
+	if len(lk) != 8*LookupEntrySize || binary.LittleEndian.Uint64(m[136:]) != 128 {
+		t.Fatalf("lookup of %d bytes, meta records %d", len(lk), binary.LittleEndian.Uint64(m[136:]))
+	}
+	for i, key := range []string{"alpha", "bravo", "charlie", "delta", "echo"} {
+		h := xxhash.Sum64String(key)
+		for slot := h % 8; ; slot = (slot + 1) % 8 {
+			e := binary.LittleEndian.Uint64(lk[slot*16:])
+			if e == 0 {
+				t.Fatalf("leaf %d (%s): no slot", i, key)
+			}
+			if e&(1<<40-1) == uint64(i)+1 {
+				if e>>40 != h>>40 {
+					t.Fatalf("leaf %d (%s): tag %#x, want %#x", i, key, e>>40, h>>40)
+				}
+				if off := binary.LittleEndian.Uint64(lk[slot*16+8:]); off != binary.LittleEndian.Uint64(want[FileLeaves][i*RecordSize+40:]) {
+					t.Fatalf("leaf %d (%s): kvs offset %d", i, key, off)
+				}
+				break
+			}
+		}
+	}
+}
+
+// TestGoldenV1 reads a snapshot of format version 1, which has no lookup
+// file: it opens, verifies and serves point reads by binary search.
+func TestGoldenV1(t *testing.T) {
+	s, err := Open(goldenDir + "-v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if s.FormatVersion() != FormatVersionNoLookup || s.HasLookup() {
+		t.Fatalf("format version %d, lookup %v", s.FormatVersion(), s.HasLookup())
+	}
+	if hex.EncodeToString(s.RootHash()) != goldenRootHash || s.Version() != 6 || s.LeafCount() != 5 {
+		t.Fatalf("root hash %x version %d leaves %d", s.RootHash(), s.Version(), s.LeafCount())
+	}
+	for i, key := range []string{"alpha", "bravo", "charlie", "delta", "echo"} {
+		if idx, _, found, err := s.Lookup([]byte(key)); idx != uint64(i) || !found || err != nil {
+			t.Fatalf("Lookup(%s) = %d %v %v", key, idx, found, err)
+		}
+	}
+	if _, _, found, err := s.Lookup([]byte("b")); found || err != nil {
+		t.Fatalf("Lookup(b) = %v %v", found, err)
+	}
+	// A version 1 meta that records a lookup file is corrupt.
+	files := readDir(t, goldenDir+"-v1")
+	b := (*[MetaSize]byte)(files[FileMeta])
+	binary.LittleEndian.PutUint64(b[metaOffFiles+metaFileIndexLookup*metaFileEntrySize:], 64)
+	fixMeta(files, false, false, true)
+	files[FileLookup] = make([]byte, 64)
+	dir := filepath.Join(t.TempDir(), "snap")
+	writeDir(t, dir, files)
+	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("version 1 with a lookup file: %v", err)
 	}
 }
 
 // fuzzInput packs a snapshot's files into one FuzzOpen input.
 func fuzzInput(files map[string][]byte, flags byte) []byte {
 	b := []byte{flags}
-	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileIndex} {
+	for _, name := range fuzzFiles[:len(fuzzFiles)-1] {
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(files[name])))
 	}
-	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileIndex, FileKVs} {
+	for _, name := range fuzzFiles {
 		b = append(b, files[name]...)
 	}
 	return b
@@ -180,5 +249,6 @@ func TestFuzzSeeds(t *testing.T) {
 	}
 	gold := readDir(t, goldenDir)
 	add(fuzzInput(gold, 0))
+	add(fuzzInput(readDir(t, goldenDir+"-v1"), 0))
 	t.Logf("wrote %d seeds", n)
 }

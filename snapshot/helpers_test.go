@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -330,6 +331,15 @@ func checkSearch(t testing.TB, s *Snapshot, r *rand.Rand) {
 		if err != nil || idx != want || ok != wantFound {
 			t.Fatalf("Search(%x, %d, %d) = %d %v %v, want %d %v", probe, lo, hi, idx, ok, err, want, wantFound)
 		}
+		idx, v, ok, err := s.Lookup(probe)
+		if err != nil || ok != found || (found && idx != lb) {
+			t.Fatalf("Lookup(%x) = %d %v %v, want %d %v", probe, idx, ok, err, lb, found)
+		}
+		if found {
+			if want, err := s.LeafValue(lb); err != nil || !bytes.Equal(v, want) {
+				t.Fatalf("Lookup(%x) value %x, leaf %d value %x %v", probe, v, lb, want, err)
+			}
+		}
 	}
 	if n == 0 {
 		expect([]byte("a"), 0, false)
@@ -375,6 +385,10 @@ func exercise(s *Snapshot) error {
 		note(err)
 		_, _, err = s.Search(append(k[:len(k):len(k)], 0), i/2, n)
 		note(err)
+		_, _, _, err = s.Lookup(k)
+		note(err)
+		_, _, _, err = s.Lookup(append(k[:len(k):len(k)], 0))
+		note(err)
 	}
 	for i := uint64(0); i < s.BranchCount(); i++ {
 		_, _, _, _ = s.BranchHeight(i), s.BranchSize(i), s.BranchVersion(i), s.BranchHash(i)
@@ -388,6 +402,8 @@ func exercise(s *Snapshot) error {
 	}
 	for _, probe := range [][]byte{nil, {0}, []byte("zzzzzzzzzzzz"), bytes.Repeat([]byte{0xff}, 9)} {
 		_, _, err := s.Search(probe, 0, n)
+		note(err)
+		_, _, _, err = s.Lookup(probe)
 		note(err)
 	}
 	// Navigate from the root. A corrupted file may make the branches a DAG,
@@ -424,12 +440,21 @@ func exercise(s *Snapshot) error {
 	return first
 }
 
-// readDir returns the four files of a snapshot directory.
+// allFiles lists the files of a snapshot directory.
+var allFiles = []string{FileMeta, FileLeaves, FileBranches, FileKVs, FileIndex, FileLookup}
+
+// fuzzFiles is the order of the files in a FuzzOpen input.
+var fuzzFiles = []string{FileMeta, FileLeaves, FileBranches, FileIndex, FileLookup, FileKVs}
+
+// readDir returns the files of a snapshot directory.
 func readDir(t testing.TB, dir string) map[string][]byte {
 	t.Helper()
 	files := map[string][]byte{}
-	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileKVs, FileIndex} {
+	for _, name := range allFiles {
 		b, err := os.ReadFile(filepath.Join(dir, name))
+		if name == FileLookup && errors.Is(err, fs.ErrNotExist) {
+			continue // format version 1
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

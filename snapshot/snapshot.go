@@ -72,6 +72,7 @@ func (r Ref) String() string {
 // immutable once written, and is deleted only after Close.
 type Snapshot struct {
 	dir         string
+	format      uint32
 	treeVersion int64
 	leafCount   uint64
 	branchCount uint64
@@ -84,6 +85,7 @@ type Snapshot struct {
 	branches []byte
 	kvs      []byte
 	index    []byte
+	lookup   []byte // nil for format version 1 and for the empty tree
 	maps     [metaDataFileCount][]byte
 	mapped   bool
 	closed   bool
@@ -100,7 +102,7 @@ func Open(dir string) (*Snapshot, error) {
 	}
 	s := newSnapshot(dir, &m)
 	s.mapped = true
-	for i, name := range dataFileNames {
+	for i, name := range dataFileNames[:dataFiles(m.formatVersion)] {
 		b, err := mapFile(filepath.Join(dir, name), m.files[i].length)
 		if err != nil {
 			_ = s.Close()
@@ -115,6 +117,7 @@ func Open(dir string) (*Snapshot, error) {
 func newSnapshot(dir string, m *meta) *Snapshot {
 	return &Snapshot{
 		dir:         dir,
+		format:      m.formatVersion,
 		treeVersion: m.treeVersion,
 		leafCount:   m.leafCount,
 		branchCount: m.branchCount,
@@ -128,6 +131,7 @@ func (s *Snapshot) setViews() {
 	s.branches = s.maps[metaFileIndexBranch]
 	s.kvs = s.maps[metaFileIndexKVs]
 	s.index = s.maps[metaFileIndexIndex]
+	s.lookup = s.maps[metaFileIndexLookup]
 }
 
 // readMeta reads and checks the meta file at path.
@@ -155,8 +159,9 @@ func parseMeta(path string, buf []byte) (meta, error) {
 	if magic := binary.LittleEndian.Uint64(buf[metaOffMagic:]); magic != MetaMagic {
 		return meta{}, corruptAt(path, metaOffMagic, "magic %#016x, want %#016x", magic, MetaMagic)
 	}
-	if v := binary.LittleEndian.Uint32(buf[metaOffFormat:]); v != FormatVersion {
-		return meta{}, fmt.Errorf("%w: %s: format version %d, this build reads %d", ErrFormatVersion, path, v, FormatVersion)
+	if v := binary.LittleEndian.Uint32(buf[metaOffFormat:]); v != FormatVersion && v != FormatVersionNoLookup {
+		return meta{}, fmt.Errorf("%w: %s: format version %d, this build reads %d and %d",
+			ErrFormatVersion, path, v, FormatVersionNoLookup, FormatVersion)
 	}
 	if n > MetaSize {
 		return meta{}, corruptAt(path, MetaSize, "meta file longer than %d bytes", MetaSize)
@@ -221,6 +226,14 @@ func checkMetaFields(path string, b *[MetaSize]byte) error {
 		return corruptAt(path, metaOffFiles+metaFileIndexIndex*metaFileEntrySize,
 			"%s length %d for %d leaves", FileIndex, l, m.leafCount)
 	}
+	wantLookup := lookupLen(m.leafCount)
+	if m.formatVersion == FormatVersionNoLookup {
+		wantLookup = 0 // and the checksum below must be zero too
+	}
+	if l := m.files[metaFileIndexLookup]; l.length != wantLookup || (wantLookup == 0 && l.crc != 0) {
+		return corruptAt(path, metaOffFiles+metaFileIndexLookup*metaFileEntrySize,
+			"%s length %d, crc %#08x for %d leaves in format version %d", FileLookup, l.length, l.crc, m.leafCount, m.formatVersion)
+	}
 	return nil
 }
 
@@ -281,7 +294,7 @@ func (s *Snapshot) Close() error {
 		}
 		s.maps[i] = nil
 	}
-	s.leaves, s.branches, s.kvs = nil, nil, nil
+	s.leaves, s.branches, s.kvs, s.index, s.lookup = nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 
@@ -289,6 +302,9 @@ func (s *Snapshot) path(file int) string { return filepath.Join(s.dir, dataFileN
 
 // Dir returns the directory the snapshot was opened from.
 func (s *Snapshot) Dir() string { return s.dir }
+
+// FormatVersion returns the format version of the files.
+func (s *Snapshot) FormatVersion() uint32 { return s.format }
 
 // Version returns the version of the tree.
 func (s *Snapshot) Version() int64 { return s.treeVersion }

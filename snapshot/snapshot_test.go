@@ -192,7 +192,7 @@ func TestRoundTripMillion(t *testing.T) {
 func TestEmptyTree(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "snap")
 	writeTree(t, dir, 1, 5, false, nil, nil)
-	for _, name := range []string{FileLeaves, FileBranches, FileKVs, FileIndex} {
+	for _, name := range allFiles[1:] {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		if err != nil || fi.Size() != 0 {
 			t.Fatalf("%s: %v %v", name, fi, err)
@@ -276,7 +276,7 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := Open(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing directory: %v", err)
 	}
-	for _, name := range []string{FileMeta, FileLeaves, FileBranches, FileKVs, FileIndex} {
+	for _, name := range allFiles {
 		d := filepath.Join(t.TempDir(), "snap")
 		files := copyFiles(orig)
 		delete(files, name)
@@ -329,7 +329,7 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := Open(d); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("long meta: %v", err)
 	}
-	files[FileMeta] = append(files[FileMeta][:8:8], 2, 0, 0, 0)
+	files[FileMeta] = append(files[FileMeta][:8:8], 3, 0, 0, 0)
 	writeDir(t, d, files)
 	if _, err := Open(d); !errors.Is(err, ErrFormatVersion) {
 		t.Fatalf("future meta: %v", err)

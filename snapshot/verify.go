@@ -16,7 +16,8 @@ import (
 //
 //   - the CRC32C of every data file against meta;
 //   - leaves: keys strictly increasing, key and value ranges inside kvs and
-//     contiguous (kvs holds nothing else), key prefixes equal to the keys,
+//     contiguous (kvs holds nothing else), entry headers equal to the
+//     records' lengths (format version 2), key prefixes equal to the keys,
 //     versions in [0, tree version], every hash recomputed;
 //   - branches: in post-order they form one binary tree over all leaves
 //     (sizes, first leaves and key leaves consistent with the children that
@@ -24,7 +25,9 @@ import (
 //     children's heights differ by at most one, reserved bytes are zero,
 //     versions in [0, tree version], every hash recomputed from the
 //     children's hashes;
-//   - the root hash in meta equals the root's hash.
+//   - the root hash in meta equals the root's hash;
+//   - lookup: every slot empty or naming a leaf, one entry per leaf, and
+//     each leaf's entry reachable by probing from its key's home slot.
 //
 // Errors wrap ErrCorrupt (and ErrChecksum for checksum mismatches) and name
 // the file and byte offset of the first problem found.
@@ -53,13 +56,17 @@ func (s *Snapshot) Verify() error {
 	if err := s.verifyLeaves(); err != nil {
 		return err
 	}
-	return s.verifyBranches()
+	if err := s.verifyBranches(); err != nil {
+		return err
+	}
+	return s.verifyLookup()
 }
 
 func (s *Snapshot) verifyLeaves() error {
 	leavesPath := s.path(metaFileIndexLeaves)
 	var prevKey []byte
-	var kvEnd uint64 // where the next leaf's key must start
+	var kvEnd uint64 // where the next leaf's entry must start
+	hdr := s.kvHeaderSize()
 	hash := make([]byte, 0, HashSize)
 	for i := uint64(0); i < s.leafCount; i++ {
 		rec := s.leafRec(i)
@@ -67,14 +74,21 @@ func (s *Snapshot) verifyLeaves() error {
 		if v := s.LeafVersion(i); v < 0 || v > s.treeVersion {
 			return corruptAt(leavesPath, base+leafOffVersion, "leaf %d: version %d outside [0, %d]", i, v, s.treeVersion)
 		}
-		if off := binary.LittleEndian.Uint64(rec[leafOffKVOff:]); off != kvEnd {
-			return corruptAt(leavesPath, base+leafOffKVOff, "leaf %d: key at %s offset %d, want %d", i, FileKVs, off, kvEnd)
+		if off := binary.LittleEndian.Uint64(rec[leafOffKVOff:]); off != kvEnd+hdr {
+			return corruptAt(leavesPath, base+leafOffKVOff, "leaf %d: key at %s offset %d, want %d", i, FileKVs, off, kvEnd+hdr)
 		}
 		key, value, err := s.LeafKV(i)
 		if err != nil {
 			return err
 		}
-		kvEnd += uint64(len(key)) + uint64(len(value))
+		if hdr > 0 {
+			h := s.kvs[kvEnd : kvEnd+hdr] // LeafKV checked the key's offset
+			if kl, vl := binary.LittleEndian.Uint32(h), binary.LittleEndian.Uint32(h[4:]); int(kl) != len(key) || int(vl) != len(value) {
+				return corruptAt(s.path(metaFileIndexKVs), kvEnd, "leaf %d: entry header lengths %d and %d, the leaf records %d and %d",
+					i, kl, vl, len(key), len(value))
+			}
+		}
+		kvEnd += hdr + uint64(len(key)) + uint64(len(value))
 		if p := binary.BigEndian.Uint64(rec[leafOffPrefix:]); p != keyPrefix(key) {
 			return corruptAt(leavesPath, base+leafOffPrefix, "leaf %d: key prefix %#016x does not match key %x", i, p, key)
 		}

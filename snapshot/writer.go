@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -69,7 +70,9 @@ type Writer struct {
 	tmp     string
 	version int64
 
-	files [metaDataFileCount]dataFile
+	files  [metaDataFileCount - 1]dataFile // streamed: every file but lookup
+	lookup *os.File                        // built at Finish from hashes
+	hashes *lookupBuilder
 
 	leafCount   uint64
 	branchCount uint64
@@ -77,6 +80,7 @@ type Writer struct {
 	stack       []pending
 	lastKey     []byte
 	rec         [RecordSize]byte
+	kvHeader    [KVHeaderSize]byte
 
 	err      error // sticky
 	finished bool
@@ -108,7 +112,7 @@ func NewWriter(dir string, version int64) (*Writer, error) {
 		_ = w.Abort()
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	for i, name := range dataFileNames {
+	for i, name := range dataFileNames[:len(w.files)] {
 		f, err := os.OpenFile(filepath.Join(tmp, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			_ = w.Abort()
@@ -116,6 +120,16 @@ func NewWriter(dir string, version int64) (*Writer, error) {
 		}
 		w.files[i].f = f
 		w.files[i].buf = bufio.NewWriterSize(&w.files[i].crcFile, writeBufferSize)
+	}
+	// The lookup table is written through a shared mapping, which needs
+	// the file open for reading too.
+	if w.lookup, err = os.OpenFile(filepath.Join(tmp, FileLookup), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+		_ = w.Abort()
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if w.hashes, err = newLookupBuilder(filepath.Join(tmp, "lookup.hashes")); err != nil {
+		_ = w.Abort()
+		return nil, err
 	}
 	return w, nil
 }
@@ -185,9 +199,15 @@ func (w *Writer) AddLeaf(key, value []byte, version int64, hash []byte) error {
 	}
 
 	kvs := &w.files[metaFileIndexKVs]
-	putLeaf(&w.rec, hash, version, w.kvLen, uint32(len(key)), uint32(len(value)), key)
+	keyOff := w.kvLen + KVHeaderSize
+	putLeaf(&w.rec, hash, version, keyOff, uint32(len(key)), uint32(len(value)), key)
 	if _, err := w.files[metaFileIndexLeaves].buf.Write(w.rec[:]); err != nil {
 		return w.fail(fmt.Errorf("snapshot: write %s: %w", FileLeaves, err))
+	}
+	binary.LittleEndian.PutUint32(w.kvHeader[0:], uint32(len(key)))
+	binary.LittleEndian.PutUint32(w.kvHeader[4:], uint32(len(value)))
+	if _, err := kvs.buf.Write(w.kvHeader[:]); err != nil {
+		return w.fail(fmt.Errorf("snapshot: write %s: %w", FileKVs, err))
 	}
 	if _, err := kvs.buf.Write(key); err != nil {
 		return w.fail(fmt.Errorf("snapshot: write %s: %w", FileKVs, err))
@@ -204,11 +224,15 @@ func (w *Writer) AddLeaf(key, value []byte, version int64, hash []byte) error {
 		}
 	}
 
+	if err := w.hashes.add(key, keyOff); err != nil {
+		return w.fail(fmt.Errorf("snapshot: write key hashes: %w", err))
+	}
+
 	p := pending{first: w.leafCount, size: 1}
 	copy(p.hash[:], hash)
 	w.stack = append(w.stack, p)
 	w.lastKey = append(w.lastKey[:0], key...)
-	w.kvLen += uint64(len(key)) + uint64(len(value))
+	w.kvLen = keyOff + uint64(len(key)) + uint64(len(value))
 	w.leafCount++
 	return nil
 }
@@ -291,6 +315,22 @@ func (w *Writer) Finish() error {
 		}
 		m.files[i] = fileInfo{length: df.n, crc: df.crc}
 	}
+	crc, err := w.hashes.build(w.lookup, w.leafCount)
+	if err != nil {
+		return w.fail(fmt.Errorf("snapshot: build %s: %w", FileLookup, err))
+	}
+	if err := w.hashes.close(); err != nil {
+		return w.fail(fmt.Errorf("snapshot: remove key hashes: %w", err))
+	}
+	if err := w.lookup.Sync(); err != nil {
+		return w.fail(fmt.Errorf("snapshot: sync %s: %w", FileLookup, err))
+	}
+	err = w.lookup.Close()
+	w.lookup = nil
+	if err != nil {
+		return w.fail(fmt.Errorf("snapshot: close %s: %w", FileLookup, err))
+	}
+	m.files[metaFileIndexLookup] = fileInfo{length: lookupLen(w.leafCount), crc: crc}
 	if err := writeFileSync(filepath.Join(w.tmp, FileMeta), m.encode()); err != nil {
 		return w.fail(err)
 	}
@@ -322,6 +362,21 @@ func (w *Writer) Abort() error {
 				errs = append(errs, err)
 			}
 			w.files[i].f = nil
+		}
+	}
+	if w.lookup != nil {
+		if err := w.lookup.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		w.lookup = nil
+	}
+	if w.hashes != nil {
+		// the temporary directory goes below; only close the file
+		if f := w.hashes.f; f != nil {
+			if err := f.Close(); err != nil {
+				errs = append(errs, err)
+			}
+			w.hashes.f = nil
 		}
 	}
 	if w.tmp != "" {

@@ -1,0 +1,253 @@
+package snapshot
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sys/unix"
+)
+
+// The lookup file (format version 2) is a hash table from keys to leaf
+// indices, so that a point read touches one table slot, one leaf record and
+// the key and value bytes, whatever the size of the tree. Its layout is
+// described in format.go; this file builds, probes and verifies it.
+
+// lookupSlots returns the number of slots of the lookup table of a tree of n
+// leaves: 0 for the empty tree, else the smallest power of two of at least 8
+// that exceeds 1.5n, so that the table is at most two-thirds full.
+func lookupSlots(n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
+	s := uint64(8)
+	for s <= n+n/2 {
+		s <<= 1
+	}
+	return s
+}
+
+// lookupLen returns the length of the lookup file of a tree of n leaves.
+func lookupLen(n uint64) uint64 { return lookupSlots(n) * LookupEntrySize }
+
+// lookupHash is the hash that places a key in the lookup table.
+func lookupHash(key []byte) uint64 { return xxhash.Sum64(key) }
+
+// lookupEntry returns the slot entry for leaf i of a key with hash h.
+func lookupEntry(h, i uint64) uint64 { return h&^uint40Mask | (i + 1) }
+
+// Lookup finds key with the lookup table: it returns the key's leaf index
+// and value and true, or false when the tree does not hold the key. It reads
+// the table slots from the key's home slot to the first empty one and the kvs
+// entry of each slot whose tag matches (almost always only the key's own), so
+// a present key costs one slot and one kvs entry, an absent one a slot. It
+// does not allocate; the value points into the mapping. A snapshot of format
+// version 1 has no lookup table: Lookup then binary-searches the leaves.
+func (s *Snapshot) Lookup(key []byte) (idx uint64, value []byte, found bool, err error) {
+	if s.lookup == nil {
+		if s.leafCount == 0 {
+			return 0, nil, false, nil
+		}
+		i, found, err := s.Search(key, 0, s.leafCount)
+		if err != nil || !found {
+			return 0, nil, false, err
+		}
+		v, err := s.LeafValue(i)
+		return i, v, err == nil, err
+	}
+	h := lookupHash(key)
+	mask := uint64(len(s.lookup))/LookupEntrySize - 1
+	tag := h &^ uint40Mask
+	slot := h & mask
+	kvLen := uint64(len(s.kvs))
+	// Every slot is visited at most once: a table with no empty slot, which
+	// Verify rejects, still ends the probe.
+	for range len(s.lookup) / LookupEntrySize {
+		b := s.lookup[slot*LookupEntrySize : slot*LookupEntrySize+LookupEntrySize]
+		e := binary.LittleEndian.Uint64(b)
+		if e == 0 {
+			return 0, nil, false, nil
+		}
+		if e&^uint40Mask == tag {
+			i := e&uint40Mask - 1
+			off := binary.LittleEndian.Uint64(b[8:])
+			if i >= s.leafCount || off < KVHeaderSize || off > kvLen {
+				return 0, nil, false, s.lookupError(slot, "leaf %d of %d, key at %s offset %d of %d",
+					i, s.leafCount, FileKVs, off, kvLen)
+			}
+			hdr := s.kvs[off-KVHeaderSize : off]
+			kl := uint64(binary.LittleEndian.Uint32(hdr))
+			vl := uint64(binary.LittleEndian.Uint32(hdr[4:]))
+			if kl == uint64(len(key)) && kl <= kvLen-off && bytes.Equal(s.kvs[off:off+kl], key) {
+				if vl > kvLen-off-kl {
+					return 0, nil, false, s.lookupError(slot, "leaf %d value of %d bytes at %s offset %d of %d",
+						i, vl, FileKVs, off+kl, kvLen)
+				}
+				end := off + kl + vl
+				return i, s.kvs[off+kl : end : end], true, nil
+			}
+		}
+		slot = (slot + 1) & mask
+	}
+	return 0, nil, false, nil
+}
+
+// kvHeaderSize returns the size of the kvs entry headers of the snapshot's
+// format version.
+func (s *Snapshot) kvHeaderSize() uint64 {
+	if s.format == FormatVersionNoLookup {
+		return 0
+	}
+	return KVHeaderSize
+}
+
+// HasLookup reports whether the snapshot has a lookup table (format
+// version 2 on).
+func (s *Snapshot) HasLookup() bool { return s.lookup != nil }
+
+//go:noinline
+func (s *Snapshot) lookupError(slot uint64, format string, args ...any) error {
+	return corruptAt(s.path(metaFileIndexLookup), slot*LookupEntrySize, "slot %d: %s", slot, fmt.Sprintf(format, args...))
+}
+
+// verifyLookup checks that every slot is empty or names a leaf, that the
+// table holds one entry per leaf, and that probing each leaf's key from its
+// home slot reaches that leaf's entry before an empty slot.
+func (s *Snapshot) verifyLookup() error {
+	if s.lookup == nil {
+		return nil
+	}
+	slots := uint64(len(s.lookup)) / LookupEntrySize
+	mask := slots - 1
+	used := uint64(0)
+	for slot := uint64(0); slot < slots; slot++ {
+		e := binary.LittleEndian.Uint64(s.lookup[slot*LookupEntrySize:])
+		if e == 0 {
+			continue
+		}
+		if i := e&uint40Mask - 1; i >= s.leafCount {
+			return s.lookupError(slot, "leaf %d of %d leaves", i, s.leafCount)
+		}
+		used++
+	}
+	if used != s.leafCount {
+		return s.lookupError(0, "%d entries for %d leaves", used, s.leafCount)
+	}
+	for i := uint64(0); i < s.leafCount; i++ {
+		key, err := s.LeafKey(i)
+		if err != nil {
+			return err
+		}
+		h := lookupHash(key)
+		want := lookupEntry(h, i)
+		slot := h & mask
+		for n := uint64(0); ; n++ {
+			e := binary.LittleEndian.Uint64(s.lookup[slot*LookupEntrySize:])
+			if e == want {
+				break
+			}
+			if e == 0 || n == slots {
+				return s.lookupError(h&mask, "no entry for leaf %d (key %x) from its home slot", i, key)
+			}
+			slot = (slot + 1) & mask
+		}
+		off := binary.LittleEndian.Uint64(s.lookup[slot*LookupEntrySize+8:])
+		if rec := binary.LittleEndian.Uint64(s.leafRec(i)[leafOffKVOff:]); off != rec {
+			return s.lookupError(slot, "leaf %d key at %s offset %d, the leaf records %d", i, FileKVs, off, rec)
+		}
+	}
+	for slot := uint64(0); slot < slots; slot++ {
+		b := s.lookup[slot*LookupEntrySize:]
+		if binary.LittleEndian.Uint64(b) == 0 && binary.LittleEndian.Uint64(b[8:]) != 0 {
+			return s.lookupError(slot, "empty slot with a kvs offset")
+		}
+	}
+	return nil
+}
+
+// lookupBuilder collects the key hashes of the leaves as they are written,
+// in a scratch file, and builds the table from them at Finish: the writer's
+// memory then stays bounded whatever the number of leaves.
+type lookupBuilder struct {
+	f       *os.File
+	buf     *bufio.Writer
+	scratch [16]byte
+}
+
+// lookupBuildRecord is the size of a leaf's record in the scratch file: the
+// key's hash and its kvs offset.
+const lookupBuildRecord = 16
+
+func newLookupBuilder(path string) (*lookupBuilder, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return &lookupBuilder{f: f, buf: bufio.NewWriterSize(f, 64<<10)}, nil
+}
+
+func (b *lookupBuilder) add(key []byte, kvOff uint64) error {
+	binary.LittleEndian.PutUint64(b.scratch[:], lookupHash(key))
+	binary.LittleEndian.PutUint64(b.scratch[8:], kvOff)
+	_, err := b.buf.Write(b.scratch[:])
+	return err
+}
+
+// build writes the table of n leaves into f through a shared mapping, then
+// checksums it: f ends up lookupLen(n) bytes long, not yet synced.
+func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
+	if err := b.buf.Flush(); err != nil {
+		return 0, err
+	}
+	size := lookupLen(n)
+	if size == 0 {
+		return 0, nil
+	}
+	if err := f.Truncate(int64(size)); err != nil {
+		return 0, err
+	}
+	table, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return 0, fmt.Errorf("mmap: %w", err)
+	}
+	defer func() {
+		if uerr := unix.Munmap(table); uerr != nil && err == nil {
+			err = fmt.Errorf("munmap: %w", uerr)
+		}
+	}()
+	mask := size/LookupEntrySize - 1
+	r := bufio.NewReaderSize(io.NewSectionReader(b.f, 0, int64(n*lookupBuildRecord)), 64<<10)
+	var e [lookupBuildRecord]byte
+	for i := uint64(0); i < n; i++ {
+		if _, err := io.ReadFull(r, e[:]); err != nil {
+			return 0, fmt.Errorf("read key hashes: %w", err)
+		}
+		h := binary.LittleEndian.Uint64(e[:])
+		slot := h & mask
+		for binary.LittleEndian.Uint64(table[slot*LookupEntrySize:]) != 0 {
+			slot = (slot + 1) & mask
+		}
+		binary.LittleEndian.PutUint64(table[slot*LookupEntrySize:], lookupEntry(h, i))
+		copy(table[slot*LookupEntrySize+8:slot*LookupEntrySize+16], e[8:])
+	}
+	return crc32.Update(0, crcTable, table), nil
+}
+
+// close closes and removes the scratch file.
+func (b *lookupBuilder) close() error {
+	if b.f == nil {
+		return nil
+	}
+	name := b.f.Name()
+	err := b.f.Close()
+	b.f = nil
+	if rerr := os.Remove(name); err == nil {
+		err = rerr
+	}
+	return err
+}
