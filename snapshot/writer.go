@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 )
 
@@ -26,17 +28,32 @@ const (
 )
 
 // crcFile is the sink under a data file's buffer: it counts and checksums
-// the bytes on their way to the file, a buffer-full at a time.
+// the bytes on their way to the file, a buffer-full at a time. Every
+// writebackChunk bytes it asks the kernel to start writing the chunk back
+// (without waiting), so that the disk works while the tree is still being
+// walked and the fsync at Finish finds little left to do, instead of the
+// whole file dirty in the page cache and the writer throttled at the dirty
+// limit.
 type crcFile struct {
-	f   *os.File
-	n   uint64
-	crc uint32
+	f       *os.File
+	n       uint64
+	crc     uint32
+	flushed uint64 // bytes handed to writeback
 }
+
+// writebackChunk is how many written bytes start a writeback.
+const writebackChunk = 8 << 20
 
 func (c *crcFile) Write(p []byte) (int, error) {
 	n, err := c.f.Write(p)
 	c.crc = crc32.Update(c.crc, crcTable, p[:n])
 	c.n += uint64(n)
+	if c.n-c.flushed >= writebackChunk {
+		// Advisory: an error here (say, a file system without the call)
+		// changes nothing, as Finish fsyncs every file.
+		_ = unix.SyncFileRange(int(c.f.Fd()), int64(c.flushed), int64(c.n-c.flushed), unix.SYNC_FILE_RANGE_WRITE)
+		c.flushed = c.n
+	}
 	return n, err
 }
 
