@@ -445,3 +445,20 @@ func TestDeferredHashing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLargeBatches saves versions of thousands of changes, whose hashing
+// splits the tree across goroutines, and compares every root hash with
+// iavl's.
+func TestLargeBatches(t *testing.T) {
+	w := newWorkload(t, 0)
+	for v := 0; v < scale(12, 4); v++ {
+		n := 500 + w.r.Intn(3000)
+		for i := 0; i < n; i++ {
+			w.step()
+		}
+		w.save()
+	}
+	if err := w.ours.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -3,6 +3,7 @@ package memiavl
 import (
 	"bytes"
 	"fmt"
+	"sync"
 
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 )
@@ -37,6 +38,9 @@ type Tree struct {
 	saved   ref       // root of the last saved version
 	version int64     // last saved version; 0 before the first save
 	initial int64     // initial version, from Options
+	// changes counts the Set and Remove calls since the root was last
+	// hashed: enough of them make hashing split across goroutines.
+	changes int
 }
 
 // New returns an empty tree.
@@ -110,6 +114,7 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 		return false, fmt.Errorf("%w: key %X", ErrNilValue, key)
 	}
 	defer recoverCorrupt(&err)
+	t.changes++
 	v := t.WorkingVersion()
 	if t.root.isNil() {
 		t.root = memRef(newLeaf(key, value, v))
@@ -129,6 +134,7 @@ func (t *Tree) Remove(key []byte) (removed bool, err error) {
 		return false, nil
 	}
 	defer recoverCorrupt(&err)
+	t.changes++
 	newRoot, _, removed := t.remove(t.root, key, t.WorkingVersion())
 	if removed {
 		t.root = newRoot
@@ -205,7 +211,50 @@ func (t *Tree) RootHash() []byte {
 
 func (t *Tree) rootHash() (h []byte, err error) {
 	defer recoverCorrupt(&err)
+	if t.changes >= parallelHashChanges {
+		t.hashParallel(t.root, parallelHashDepth)
+	}
+	t.changes = 0
 	return bytes.Clone(t.hashOf(t.root)), nil
+}
+
+const (
+	// parallelHashChanges is how many changes since the last hash make
+	// the next one split the tree: below it the unhashed nodes are too few
+	// to pay for the goroutines.
+	parallelHashChanges = 256
+	// parallelHashDepth is how many levels below the root split: 2^depth
+	// subtrees are hashed concurrently.
+	parallelHashDepth = 2
+)
+
+// hashParallel computes the hashes of the unhashed in-memory nodes under r,
+// the subtrees below depth levels concurrently. Distinct subtrees share no
+// in-memory node, so the goroutines write disjoint nodes. A corruptError
+// panic in a goroutine is re-raised in the caller.
+func (t *Tree) hashParallel(r ref, depth int) {
+	n := r.n
+	if n == nil || n.hashed || n.height == 0 {
+		return
+	}
+	if depth == 0 {
+		t.hashOf(r)
+		return
+	}
+	var wg sync.WaitGroup
+	var panicked any
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() { panicked = recover() }()
+		t.hashParallel(n.left, depth-1)
+	}()
+	t.hashParallel(n.right, depth-1)
+	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
+	t.hashOf(r)
 }
 
 // SaveVersion commits the working tree as a new version and returns its root
