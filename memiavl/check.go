@@ -36,14 +36,14 @@ func (t *Tree) check(r ref, path []byte, maxVersion int64) (checkResult, error) 
 	if res.version > maxVersion || res.version <= 0 {
 		return res, fmt.Errorf("%w: node at path %s has version %d, parent or tree at %d", ErrCorrupt, pathString(path), res.version, maxVersion)
 	}
-	if r.n != nil && r.n.pfx != keyPrefix(r.n.key) {
+	if r.n != nil && r.n.pfx != keyPrefix(r.n.key()) {
 		return res, fmt.Errorf("%w: node at path %s has a stale key prefix", ErrCorrupt, pathString(path))
 	}
 	if t.isLeaf(r) {
 		key := t.keyOf(r)
 		var value []byte
 		if r.n != nil {
-			value = r.n.value
+			value = r.n.value()
 			if r.n.size != 1 {
 				return res, fmt.Errorf("%w: leaf at path %s has size %d", ErrCorrupt, pathString(path), r.n.size)
 			}

@@ -115,7 +115,7 @@ func (e *Exporter) Next() (n *ExportNode, err error) {
 
 func (t *Tree) exportLeaf(r ref) *ExportNode {
 	if r.n != nil {
-		return &ExportNode{Key: r.n.key, Value: r.n.value, Version: r.n.version}
+		return &ExportNode{Key: r.n.key(), Value: r.n.value(), Version: r.n.version}
 	}
 	k, v := t.pers.leafKV(r.p.Index())
 	return &ExportNode{Key: k, Value: v, Version: t.pers.version(r.p)}

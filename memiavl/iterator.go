@@ -95,15 +95,15 @@ func (it *Iterator) Next() {
 		}
 		n := r.n
 		if n.height == 0 {
-			if it.inRange(n.key) {
-				it.key, it.value, it.valid = n.key, n.value, true
+			if it.inRange(n.key()) {
+				it.key, it.value, it.valid = n.key(), n.value(), true
 				return
 			}
 			continue
 		}
-		// The left subtree holds keys < n.key, the right one keys >= n.key.
-		goLeft := it.start == nil || bytes.Compare(it.start, n.key) < 0
-		goRight := it.end == nil || bytes.Compare(n.key, it.end) < 0
+		// The left subtree holds keys < n.key(), the right one keys >= n.key().
+		goLeft := it.start == nil || bytes.Compare(it.start, n.key()) < 0
+		goRight := it.end == nil || bytes.Compare(n.key(), it.end) < 0
 		if it.ascending {
 			if goRight {
 				it.stack = append(it.stack, n.right)

@@ -3,6 +3,7 @@ package memiavl
 import (
 	"bytes"
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 )
@@ -15,18 +16,45 @@ import (
 // committed and is owned by that tree alone, so it is mutated in place. A node
 // of an older version is committed and immutable: it may be shared by copies
 // of the tree read from other goroutines, and a mutation copies it first.
+//
+// The layout makes a node 128 bytes, two cache lines of its own in the
+// allocator's 128-byte size class: the first holds what a descent reads
+// (height, key prefix, key, children), the second what hashing and reads of
+// the value add. Keys and values are held as string headers, which are 8
+// bytes smaller than slices; key and value convert them back without
+// copying.
 type node struct {
-	pfx     uint64 // keyPrefix(key): decides most comparisons without reading key
-	key     []byte
-	value   []byte // leaves only
-	left    ref    // inner nodes only
-	right   ref    // inner nodes only
+	height uint8
+	hashed bool
+	pfx    uint64 // keyPrefix(key): decides most comparisons without reading key
+	k      string // the key's bytes, as given to Set; never modified
+	left   ref    // inner nodes only
+	right  ref    // inner nodes only
+
+	v       string // leaves only: the value's bytes, as given to Set
 	version int64
 	size    int64
-	height  uint8
-	hashed  bool
 	hash    [nodehash.Size]byte
 }
+
+// bstr returns a string sharing b's bytes. The tree never modifies key or
+// value bytes, and callers must not modify them after handing them over.
+func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// strb returns the bytes of a string made by bstr, never nil: an empty key
+// or value is a non-nil empty slice.
+func strb(s string) []byte {
+	if len(s) == 0 {
+		return emptyValue
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// key returns the node's key. The slice must not be modified.
+func (n *node) key() []byte { return strb(n.k) }
+
+// value returns a leaf's value. The slice must not be modified.
+func (n *node) value() []byte { return strb(n.v) }
 
 // ref points at a node: an in-memory node when n is set, otherwise a node of
 // the tree's snapshot. A ref is a plain value; following it allocates nothing.
@@ -42,7 +70,7 @@ func memRef(n *node) ref { return ref{n: n} }
 func (r ref) isNil() bool { return r.n == nil && r.p == prefNone }
 
 func newLeaf(key, value []byte, version int64) *node {
-	return &node{pfx: keyPrefix(key), key: key, value: value, version: version, size: 1}
+	return &node{pfx: keyPrefix(key), k: bstr(key), v: bstr(value), version: version, size: 1}
 }
 
 // keyPrefix returns the first 8 bytes of key, zero padded, as a big-endian
@@ -62,10 +90,10 @@ func (n *node) less(key []byte, kp uint64) bool {
 	if kp != n.pfx {
 		return kp < n.pfx
 	}
-	return bytes.Compare(key, n.key) < 0
+	return bytes.Compare(key, n.key()) < 0
 }
 
 // setKey sets n's key and prefix.
 func (n *node) setKey(key []byte) {
-	n.key, n.pfx = key, keyPrefix(key)
+	n.k, n.pfx = bstr(key), keyPrefix(key)
 }

@@ -124,7 +124,7 @@ func (p persisted) mutableBranch(r pref, v int64) *node {
 	k := p.key(r)
 	return &node{
 		pfx:     keyPrefix(k),
-		key:     k,
+		k:       bstr(k),
 		left:    ref{p: p.left(r)},
 		right:   ref{p: p.right(r)},
 		version: v,

@@ -148,7 +148,7 @@ func (t *Tree) existenceProof(key []byte) (*ics23.ExistenceProof, error) {
 	}
 	var value []byte
 	if r.n != nil {
-		value = r.n.value
+		value = r.n.value()
 	} else {
 		value = t.pers.value(r.p)
 	}

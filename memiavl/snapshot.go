@@ -73,7 +73,7 @@ func (sw *snapshotWriter) write(r ref) error {
 	if t.isLeaf(r) {
 		var key, value []byte
 		if r.n != nil {
-			key, value = r.n.key, r.n.value
+			key, value = r.n.key(), r.n.value()
 		} else {
 			key, value = t.pers.leafKV(r.p.Index())
 		}

@@ -173,8 +173,8 @@ func (t *Tree) get(key []byte) (value []byte, mapped bool, err error) {
 	for r.n != nil {
 		n := r.n
 		if n.height == 0 {
-			if n.pfx == kp && bytes.Equal(n.key, key) {
-				return n.value, false, nil
+			if n.pfx == kp && bytes.Equal(n.key(), key) {
+				return n.value(), false, nil
 			}
 			return nil, false, nil
 		}
@@ -296,14 +296,14 @@ func (t *Tree) set(r ref, key, value []byte, v int64) (ref, bool) {
 		lk := t.keyOf(r)
 		switch bytes.Compare(key, lk) {
 		case -1:
-			return memRef(&node{pfx: keyPrefix(lk), key: lk, height: 1, size: 2, version: v,
+			return memRef(&node{pfx: keyPrefix(lk), k: bstr(lk), height: 1, size: 2, version: v,
 				left: memRef(newLeaf(key, value, v)), right: r}), false
 		case 1:
-			return memRef(&node{pfx: keyPrefix(key), key: key, height: 1, size: 2, version: v,
+			return memRef(&node{pfx: keyPrefix(key), k: bstr(key), height: 1, size: 2, version: v,
 				left: r, right: memRef(newLeaf(key, value, v))}), false
 		default:
 			if r.n != nil && r.n.version == v {
-				r.n.value = value
+				r.n.v = bstr(value)
 				r.n.hashed = false
 				return r, true
 			}
@@ -466,7 +466,7 @@ func (t *Tree) versionOf(r ref) int64 {
 
 func (t *Tree) keyOf(r ref) []byte {
 	if r.n != nil {
-		return r.n.key
+		return r.n.key()
 	}
 	return t.pers.key(r.p)
 }
@@ -494,7 +494,7 @@ func (t *Tree) hashOf(r ref) []byte {
 	n := r.n
 	if !n.hashed {
 		if n.height == 0 {
-			nodehash.Leaf(n.hash[:0], n.key, n.value, n.version)
+			nodehash.Leaf(n.hash[:0], n.key(), n.value(), n.version)
 		} else {
 			lh := t.hashOf(n.left)
 			rh := t.hashOf(n.right)
