@@ -47,9 +47,13 @@
 //   - Snapshot data is mapped, not read: it lives in the page cache and is
 //     not counted against the heap.
 //   - The working trees hold the nodes changed since their snapshot: per
-//     changed key, the leaf and the inner nodes on its path (about 150 bytes
-//     each, plus the key and value slices, which are the caller's and are not
+//     changed key, the leaf and the inner nodes on its path (128 bytes each,
+//     plus the key and value bytes, which are the caller's and are not
 //     copied). This grows with the number of changed nodes between snapshots.
+//   - A background rewrite's catch-up builds the versions committed during
+//     the write a second time, on the new snapshot's trees, until the switch
+//     drops the old trees: for that time the nodes of those versions exist
+//     twice (their key and value bytes once).
 //   - A read view, a background rewrite and every published version share
 //     those nodes with the working trees (copy-on-write): taking a view or
 //     starting a rewrite copies nothing.
