@@ -83,11 +83,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			}
 			dir := t.TempDir()
 			st := reopen(t, w.ours, filepath.Join(dir, "a"))
-			if n <= 1000 {
-				sameContents(t, w.ours, st)
-			} else if !bytes.Equal(st.RootHash(), w.ours.RootHash()) {
-				t.Fatal("root hash differs after reopen")
-			}
+			sameContents(t, w.ours, st)
 			// go on mutating the snapshot tree: it must keep matching iavl
 			w.ours = st
 			for v := 0; v < 20; v++ {
@@ -104,11 +100,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			}
 			// and a snapshot of a tree that mixes snapshot and memory nodes
 			st2 := reopen(t, w.ours, filepath.Join(dir, "b"))
-			if n <= 1000 {
-				sameContents(t, w.ours, st2)
-			} else if !bytes.Equal(st2.RootHash(), w.ours.RootHash()) {
-				t.Fatal("root hash differs after second reopen")
-			}
+			sameContents(t, w.ours, st2)
 		})
 	}
 }
