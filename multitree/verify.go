@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // VerifyReport summarizes a successful Verify.
@@ -15,6 +17,11 @@ type VerifyReport struct {
 	WALFirst        int64    // first and last version of the log
 	WALLast         int64
 	CheckedReplayed bool // the replayed trees were checked node by node
+	// WALTornTail, when set, is a torn tail at the end of the log, left in
+	// place: the interrupted append of a version after WALLast, or a
+	// damaged last record, which looks the same. The next writable Open
+	// truncates it.
+	WALTornTail *wal.TornTail
 }
 
 // Verify checks a database directory without modifying it: every kept
@@ -49,6 +56,9 @@ func Verify(dir string) (*VerifyReport, error) {
 	}
 	defer db.Close()
 	rep.WALFirst, rep.WALLast = db.log.FirstVersion(), db.log.LastVersion()
+	if tt, ok := db.log.TornTail(); ok {
+		rep.WALTornTail = &tt
+	}
 	// every record's checksum and the versions' continuity
 	if err := db.log.Verify(); err != nil {
 		return rep, err

@@ -52,6 +52,9 @@ type Log struct {
 	opts Options
 	fs   fileSystem
 
+	// torn is the torn tail a read-only Open found and left in place.
+	torn *TornTail
+
 	// truncMu is held shared by Replay and exclusively by TruncateFront,
 	// TruncateBack and Close, so files never vanish or shrink under a
 	// reader.
@@ -223,6 +226,9 @@ func (l *Log) load() (err error) {
 			return err
 		}
 		tail = false
+		if end < s.size && ro {
+			l.torn = &TornTail{Path: s.path, Offset: end, Bytes: s.size - end}
+		}
 		if end < s.size && !ro {
 			if err := f.Truncate(end); err != nil {
 				f.Close()
@@ -268,6 +274,24 @@ func (l *Log) load() (err error) {
 		l.w.f, l.w.base, l.w.size = active, s.base, s.size
 	}
 	return nil
+}
+
+// TornTail describes bytes at the end of the newest segment that do not
+// form a whole, valid record: what a crash in the middle of an append
+// leaves, or a damaged last record, which looks the same.
+type TornTail struct {
+	Path   string // the segment file
+	Offset int64  // where the torn bytes start
+	Bytes  int64  // how many there are, to the end of the file
+}
+
+// TornTail returns the torn tail that a read-only Open found and ignored.
+// A writable Open truncates a torn tail instead, so it never reports one.
+func (l *Log) TornTail() (TornTail, bool) {
+	if l.torn == nil {
+		return TornTail{}, false
+	}
+	return *l.torn, true
 }
 
 // Dir returns the log's directory.

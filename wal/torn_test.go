@@ -100,6 +100,13 @@ func TestTornTailEveryOffset(t *testing.T) {
 					t.Fatalf("cut at %d: read-only LastVersion %d, want %d", cut, got, n-1)
 				}
 				checkReplay(t, ro, entries)
+				tt, torn := ro.TornTail()
+				switch {
+				case cut == lastStart && torn:
+					t.Fatalf("cut at %d: read-only open reports a torn tail %+v at a record boundary", cut, tt)
+				case cut > lastStart && (!torn || tt.Path != lastPath || tt.Offset != lastStart || tt.Bytes != cut-lastStart):
+					t.Fatalf("cut at %d: torn tail %+v (%v), want %d bytes at %s offset %d", cut, tt, torn, cut-lastStart, lastPath, lastStart)
+				}
 				mustClose(t, ro)
 				if b, err := os.ReadFile(lastPath); err != nil || int64(len(b)) != cut {
 					t.Fatalf("cut at %d: read-only open changed the file (%d bytes, %v)", cut, len(b), err)
@@ -127,6 +134,9 @@ func TestTornTailEveryOffset(t *testing.T) {
 					t.Fatalf("cut at %d: after re-append LastVersion %d, want %d", cut, got, n)
 				}
 				checkReplay(t, ro, entries)
+				if tt, torn := ro.TornTail(); torn {
+					t.Fatalf("cut at %d: torn tail %+v after the repair", cut, tt)
+				}
 				mustClose(t, ro)
 			}
 		})

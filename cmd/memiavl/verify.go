@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 func newVerifyCmd() *cobra.Command {
@@ -41,7 +42,10 @@ type verifyJSON struct {
 	Stores    []string `json:"stores"`
 	WALFirst  int64    `json:"wal_first"`
 	WALLast   int64    `json:"wal_last"`
-	OK        bool     `json:"ok"`
+	// WALTornTail is set when the log ends in a torn tail (see
+	// multitree.VerifyReport).
+	WALTornTail *wal.TornTail `json:"wal_torn_tail,omitempty"`
+	OK          bool          `json:"ok"`
 }
 
 func runVerify(w io.Writer, dir string, asJSON bool) error {
@@ -55,7 +59,7 @@ func runVerify(w io.Writer, dir string, asJSON bool) error {
 	if asJSON {
 		return writeJSON(w, verifyJSON{
 			Version: rep.Version, AppHash: hex.EncodeToString(rep.AppHash), Snapshots: rep.Snapshots,
-			Stores: rep.Stores, WALFirst: rep.WALFirst, WALLast: rep.WALLast, OK: true,
+			Stores: rep.Stores, WALFirst: rep.WALFirst, WALLast: rep.WALLast, WALTornTail: rep.WALTornTail, OK: true,
 		})
 	}
 	var t table
@@ -67,6 +71,10 @@ func runVerify(w io.Writer, dir string, asJSON bool) error {
 		t.add("log", "empty")
 	} else {
 		t.add("log", "versions %d..%d (checksums and continuity verified)", rep.WALFirst, rep.WALLast)
+	}
+	if tt := rep.WALTornTail; tt != nil {
+		t.add("warning", "log ends in a torn tail: %d bytes at %s offset %d (an interrupted append, or a damaged last record); the next writable open truncates it",
+			tt.Bytes, tt.Path, tt.Offset)
 	}
 	t.add("stores", "%d %v (checked node by node at version %d)", len(rep.Stores), rep.Stores, rep.Version)
 	t.add("result", "OK")
