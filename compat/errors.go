@@ -23,4 +23,14 @@ var (
 	ErrStoreNotAtVersion = errors.New("compat: store does not exist at this version")
 	// ErrReadOnlyVersion is panicked with by a write to a historical store.
 	ErrReadOnlyVersion = errors.New("compat: a historical version is read-only")
+
+	// ErrSnapshotStream wraps every rejection of a state-sync snapshot stream by
+	// RestoreDB: a message that is not a snapshot item, an item of an unknown
+	// kind or out of place, or nodes that do not form the stores' trees.
+	ErrSnapshotStream = errors.New("compat: invalid state-sync snapshot stream")
+
+	// ErrMigrate wraps every refusal of a migration: a source that is corrupt,
+	// inconsistent with its own records, or holds something the database cannot
+	// reproduce with the same app hash.
+	ErrMigrate = errors.New("compat: migration failed")
 )

@@ -27,11 +27,6 @@ import (
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
-// ErrMigrate wraps every refusal of a migration: a source that is corrupt,
-// inconsistent with its own records, or holds something the database cannot
-// reproduce with the same app hash.
-var ErrMigrate = errors.New("compat: migration failed")
-
 // ImportIAVL creates the database in dir at height from the cosmos/iavl
 // stores of an SDK application database (application.db: the rootmulti
 // layout, each store's tree under the key prefix "s/k:<name>/", the commit

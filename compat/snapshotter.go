@@ -13,11 +13,6 @@ import (
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
-// ErrSnapshotStream wraps every rejection of a state-sync snapshot stream by
-// RestoreDB: a message that is not a snapshot item, an item of an unknown
-// kind or out of place, or nodes that do not form the stores' trees.
-var ErrSnapshotStream = errors.New("compat: invalid state-sync snapshot stream")
-
 // SnapshotDB writes the state of db at height to protoWriter as the SDK's
 // rootmulti store does for a state-sync snapshot (snapshot format
 // snapshottypes.CurrentFormat): for each store in name order, a

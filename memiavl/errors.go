@@ -14,4 +14,19 @@ var (
 	ErrCorrupt = errors.New("memiavl: corrupt tree")
 	// ErrVersion is returned for an invalid or out-of-order version.
 	ErrVersion = errors.New("memiavl: invalid version")
+
+	// ErrKeyNotFound is returned by GetMembershipProof for an absent key.
+	ErrKeyNotFound = errors.New("memiavl: key not found")
+
+	// ErrKeyFound is returned by GetNonMembershipProof for a present key.
+	ErrKeyFound = errors.New("memiavl: key is present")
+
+	// ErrImport wraps every rejection of an import stream by Importer: a node
+	// that does not fit the post-order of a valid IAVL tree at the import
+	// version, or use of a finished importer.
+	ErrImport = errors.New("memiavl: invalid import stream")
+
+	// ErrExportDone is returned by Exporter.Next after the last node. (It plays
+	// the part of cosmos/iavl's ErrorExportDone.)
+	ErrExportDone = errors.New("memiavl: export is complete")
 )

@@ -1,13 +1,6 @@
 package memiavl
 
-import (
-	"errors"
-	"fmt"
-)
-
-// ErrExportDone is returned by Exporter.Next after the last node. (It plays
-// the part of cosmos/iavl's ErrorExportDone.)
-var ErrExportDone = errors.New("memiavl: export is complete")
+import "fmt"
 
 // ExportNode is one node of an export stream, with the same fields and
 // meaning as cosmos/iavl's ExportNode (a *ExportNode converts to an

@@ -2,17 +2,11 @@ package memiavl
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
-
-// ErrImport wraps every rejection of an import stream by Importer: a node
-// that does not fit the post-order of a valid IAVL tree at the import
-// version, or use of a finished importer.
-var ErrImport = errors.New("memiavl: invalid import stream")
 
 // maxImportStack bounds the subtrees waiting for a parent. In post-order at
 // most one subtree per level of the tree waits, and no IAVL tree is 128

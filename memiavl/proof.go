@@ -3,7 +3,6 @@ package memiavl
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	ics23 "github.com/cosmos/ics23/go"
@@ -27,12 +26,6 @@ import (
 // The proofs are taken over the working tree; for a copy of a saved version
 // (what a database view serves) that is the saved version. Nodes changed
 // since the last save carry the working version, as in iavl.
-
-// ErrKeyNotFound is returned by GetMembershipProof for an absent key.
-var ErrKeyNotFound = errors.New("memiavl: key not found")
-
-// ErrKeyFound is returned by GetNonMembershipProof for a present key.
-var ErrKeyFound = errors.New("memiavl: key is present")
 
 // GetMembershipProof returns an ICS23 existence proof of key. The proof
 // holds copies of the key and value; it stays valid after the tree is closed.

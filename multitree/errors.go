@@ -20,4 +20,8 @@ var (
 	// durable, the database keeps working from its previous snapshot and
 	// retries at the next interval.
 	ErrRewrite = errors.New("multitree: background snapshot rewrite failed")
+
+	// ErrExists is returned by Import and NewImporter when the directory already
+	// holds a database that may not be replaced.
+	ErrExists = errors.New("multitree: database already exists")
 )

@@ -16,10 +16,6 @@ import (
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
-// ErrExists is returned by Import and NewImporter when the directory already
-// holds a database that may not be replaced.
-var ErrExists = errors.New("multitree: database already exists")
-
 // stagingSuffix names the directory beside a database in which an import
 // that replaces it is written.
 const stagingSuffix = ".import.tmp"
