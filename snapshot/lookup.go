@@ -14,9 +14,9 @@ import (
 )
 
 // The lookup file (format version 2) is a hash table from keys to leaf
-// indices, so that a point read touches one table slot, one leaf record and
-// the key and value bytes, whatever the size of the tree. Its layout is
-// described in format.go; this file builds, probes and verifies it.
+// indices and kvs offsets, so that a point read touches one table slot and
+// the key's kvs entry, whatever the size of the tree. Its layout is described
+// in format.go; this file builds, probes and verifies it.
 
 // lookupSlots returns the number of slots of the lookup table of a tree of n
 // leaves: 0 for the empty tree, else the smallest power of two of at least 8
@@ -208,7 +208,10 @@ func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
 	if size == 0 {
 		return 0, nil
 	}
-	if err := f.Truncate(int64(size)); err != nil {
+	// Write the table's zeros through the file first rather than
+	// extending it with a hole: a full disk then fails a write with an
+	// error here, where storing into a mapped hole would raise SIGBUS.
+	if err := writeZeros(f, size); err != nil {
 		return 0, err
 	}
 	table, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
@@ -240,6 +243,19 @@ func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
 		copy(table[slot*LookupEntrySize+8:slot*LookupEntrySize+16], e[8:])
 	}
 	return crc32.Update(0, crcTable, table), nil
+}
+
+// writeZeros writes size zero bytes to f from its start.
+func writeZeros(f *os.File, size uint64) error {
+	zeros := make([]byte, min(size, 1<<20))
+	for off := uint64(0); off < size; {
+		n, err := f.WriteAt(zeros[:min(uint64(len(zeros)), size-off)], int64(off))
+		if err != nil {
+			return err
+		}
+		off += uint64(n)
+	}
+	return nil
 }
 
 // close closes and removes the scratch file.
