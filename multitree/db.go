@@ -55,8 +55,9 @@ type DB struct {
 
 	views struct {
 		sync.Mutex
-		cache map[int64]*state
-		order []int64 // least recently used first
+		cache  map[int64]*state
+		order  []int64 // least recently used first
+		closed bool    // set by releaseAll: cache nothing more
 	}
 }
 
@@ -749,6 +750,7 @@ func (db *DB) releaseAll() {
 		st.gen.release()
 	}
 	db.views.cache, db.views.order = nil, nil
+	db.views.closed = true
 	db.views.Unlock()
 	if db.mu.gen != nil {
 		db.mu.gen.release()

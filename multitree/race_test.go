@@ -1,6 +1,7 @@
 package multitree
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand"
@@ -152,4 +153,61 @@ func TestReadersDuringCommits(t *testing.T) {
 		t.Fatalf("%d goroutines after Close, %d before Open", n, baseline)
 	}
 	t.Logf("%d view reads during %d commits, last snapshot %d", reads.Load(), versions, snapVersion)
+}
+
+// TestViewAtDuringClose rebuilds historical versions on several goroutines
+// (the rebuilds run outside the view cache's lock) while the database
+// closes: every call returns a usable view of its version or an error, and
+// nothing is cached after Close.
+func TestViewAtDuringClose(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 10, SnapshotKeepRecent: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(1); v <= 60; v++ {
+		if err := db.ApplyChangeSets([]wal.ChangeSet{{Name: "a", Pairs: []wal.KVPair{{Key: []byte("v"), Value: []byte(fmt.Sprint(v))}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	oldest := db.Version() - 25
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				want := oldest + int64((g*7+i*3)%25)
+				view, err := db.ViewAt(want)
+				if err != nil {
+					continue // closed under it
+				}
+				tree := view.Tree("a")
+				got, gerr := tree.Get([]byte("v"))
+				if view.Version() != want || gerr != nil || string(got) != fmt.Sprint(want) {
+					t.Errorf("ViewAt(%d): version %d, v=%q, %v", want, view.Version(), got, gerr)
+				}
+				view.Release()
+				served.Add(1)
+			}
+		}(g)
+	}
+	time.Sleep(time.Millisecond)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	db.views.Lock()
+	defer db.views.Unlock()
+	if len(db.views.cache) != 0 || len(db.views.order) != 0 {
+		t.Fatalf("%d views cached after Close", len(db.views.cache))
+	}
+	t.Logf("%d views served", served.Load())
 }

@@ -48,14 +48,31 @@ func (db *DB) ViewAt(version int64) (*View, error) {
 		return nil, fmt.Errorf("%w: %d (latest is %d)", ErrVersion, version, latest)
 	}
 	db.views.Lock()
-	defer db.views.Unlock()
 	if st, ok := db.views.cache[version]; ok && st.gen.tryAcquire() {
 		db.touchViewLocked(version)
+		db.views.Unlock()
 		return &View{st: st}, nil
 	}
+	db.views.Unlock()
+
+	// Rebuild without the lock, so that queries of other versions (and
+	// cache hits) do not wait for this one. Two queries of the same
+	// uncached version may both rebuild it; the second to finish uses the
+	// first one's.
 	st, err := db.loadVersion(version)
 	if err != nil {
 		return nil, err
+	}
+	db.views.Lock()
+	defer db.views.Unlock()
+	if db.views.closed {
+		st.gen.release()
+		return nil, ErrClosed
+	}
+	if cur, ok := db.views.cache[version]; ok && cur.gen.tryAcquire() {
+		st.gen.release()
+		db.touchViewLocked(version)
+		return &View{st: cur}, nil
 	}
 	if db.opts.ViewCacheSize > 0 {
 		if db.views.cache == nil {
