@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,6 +168,18 @@ func TestWriterLifecycle(t *testing.T) {
 	}
 	if err := w.Finish(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("second Finish: %v", err)
+	}
+	// exactly the snapshot's files: no scratch file is left behind
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := slices.Sorted(slices.Values(allFiles)); !slices.Equal(names, want) {
+		t.Fatalf("snapshot directory holds %v, want %v", names, want)
 	}
 	s, err := Open(dir)
 	if err != nil {
