@@ -105,9 +105,10 @@ import (
 // # lookup (LookupEntrySize bytes per slot; format version 2)
 //
 // An open-addressing hash table with linear probing over lookupSlots(n)
-// slots: 0 for the empty tree, else the smallest power of two of at least 8
-// above 1.5n. A key's hash h is the 64-bit xxHash (XXH64, seed 0) of the key
-// bytes; its home slot is h mod slots. A slot is all zero when empty, else
+// slots: 0 for the empty tree, else max(8, n + n/2 + 1), so at most
+// two-thirds full. A key's hash h is the 64-bit xxHash (XXH64, seed 0) of the
+// key bytes; its home slot is ((h mod 2^40) * slots) div 2^40, its low 40
+// bits scaled to the table. A slot is all zero when empty, else
 //
 //	offset  size  field
 //	     0     8  little-endian: bits 0-39 leaf index + 1; bits 40-63 the

@@ -129,7 +129,7 @@ func TestGolden(t *testing.T) {
 		t.Fatalf("kvs entry of leaf 2: %x", kv[40:62])
 	}
 	// lookup: 8 slots for 5 leaves; each leaf i sits at or after its home
-	// slot xxh64(key) mod 8, tagged with the top 24 bits of the hash, with
+	// slot (xxh64(key) mod 2^40) * 8 div 2^40, tagged with the top 24 bits of the hash, with
 	// its key's kvs offset.
 	lk := want[FileLookup]
 	if len(lk) != 8*LookupEntrySize || binary.LittleEndian.Uint64(m[136:]) != 128 {
@@ -137,7 +137,8 @@ func TestGolden(t *testing.T) {
 	}
 	for i, key := range []string{"alpha", "bravo", "charlie", "delta", "echo"} {
 		h := xxhash.Sum64String(key)
-		for slot := h % 8; ; slot = (slot + 1) % 8 {
+		home := (h & (1<<40 - 1)) * 8 >> 40 // the low 40 bits scaled to 8 slots
+		for slot := home; ; slot = (slot + 1) % 8 {
 			e := binary.LittleEndian.Uint64(lk[slot*16:])
 			if e == 0 {
 				t.Fatalf("leaf %d (%s): no slot", i, key)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/bits"
 	"os"
 
 	"github.com/cespare/xxhash/v2"
@@ -19,17 +20,29 @@ import (
 // in format.go; this file builds, probes and verifies it.
 
 // lookupSlots returns the number of slots of the lookup table of a tree of n
-// leaves: 0 for the empty tree, else the smallest power of two of at least 8
-// that exceeds 1.5n, so that the table is at most two-thirds full.
+// leaves: 0 for the empty tree, else n + n/2 + 1 and at least 8, so that
+// the table is at most two-thirds full and always has an empty slot.
 func lookupSlots(n uint64) uint64 {
 	if n == 0 {
 		return 0
 	}
-	s := uint64(8)
-	for s <= n+n/2 {
-		s <<= 1
+	return max(8, n+n/2+1)
+}
+
+// lookupHome returns the home slot of a key with hash h in a table of slots
+// slots: the low 40 bits of h scaled to [0, slots). The tag is the top 24
+// bits, so home slot and tag use different bits of the hash.
+func lookupHome(h, slots uint64) uint64 {
+	hi, _ := bits.Mul64(h<<24, slots)
+	return hi
+}
+
+// lookupNext returns the slot after slot, wrapping at the end of the table.
+func lookupNext(slot, slots uint64) uint64 {
+	if slot++; slot == slots {
+		return 0
 	}
-	return s
+	return slot
 }
 
 // lookupLen returns the length of the lookup file of a tree of n leaves.
@@ -61,9 +74,9 @@ func (s *Snapshot) Lookup(key []byte) (idx uint64, value []byte, found bool, err
 		return i, v, err == nil, err
 	}
 	h := lookupHash(key)
-	mask := uint64(len(s.lookup))/LookupEntrySize - 1
+	slots := uint64(len(s.lookup)) / LookupEntrySize
 	tag := h &^ uint40Mask
-	slot := h & mask
+	slot := lookupHome(h, slots)
 	kvLen := uint64(len(s.kvs))
 	// Every slot is visited at most once: a table with no empty slot, which
 	// Verify rejects, still ends the probe.
@@ -92,7 +105,7 @@ func (s *Snapshot) Lookup(key []byte) (idx uint64, value []byte, found bool, err
 				return i, s.kvs[off+kl : end : end], true, nil
 			}
 		}
-		slot = (slot + 1) & mask
+		slot = lookupNext(slot, slots)
 	}
 	return 0, nil, false, nil
 }
@@ -123,7 +136,6 @@ func (s *Snapshot) verifyLookup() error {
 		return nil
 	}
 	slots := uint64(len(s.lookup)) / LookupEntrySize
-	mask := slots - 1
 	used := uint64(0)
 	for slot := uint64(0); slot < slots; slot++ {
 		e := binary.LittleEndian.Uint64(s.lookup[slot*LookupEntrySize:])
@@ -145,16 +157,17 @@ func (s *Snapshot) verifyLookup() error {
 		}
 		h := lookupHash(key)
 		want := lookupEntry(h, i)
-		slot := h & mask
+		home := lookupHome(h, slots)
+		slot := home
 		for n := uint64(0); ; n++ {
 			e := binary.LittleEndian.Uint64(s.lookup[slot*LookupEntrySize:])
 			if e == want {
 				break
 			}
 			if e == 0 || n == slots {
-				return s.lookupError(h&mask, "no entry for leaf %d (key %x) from its home slot", i, key)
+				return s.lookupError(home, "no entry for leaf %d (key %x) from its home slot", i, key)
 			}
-			slot = (slot + 1) & mask
+			slot = lookupNext(slot, slots)
 		}
 		off := binary.LittleEndian.Uint64(s.lookup[slot*LookupEntrySize+8:])
 		if rec := binary.LittleEndian.Uint64(s.leafRec(i)[leafOffKVOff:]); off != rec {
@@ -227,7 +240,7 @@ func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
 	// random order, and a write fault per page costs more than the
 	// inserts. Advisory; kernels before 5.14 fault page by page.
 	_ = unix.Madvise(table, unix.MADV_POPULATE_WRITE)
-	mask := size/LookupEntrySize - 1
+	slots := size / LookupEntrySize
 	r := bufio.NewReaderSize(io.NewSectionReader(b.f, 0, int64(n*lookupBuildRecord)), 64<<10)
 	var e [lookupBuildRecord]byte
 	for i := uint64(0); i < n; i++ {
@@ -235,9 +248,9 @@ func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
 			return 0, fmt.Errorf("read key hashes: %w", err)
 		}
 		h := binary.LittleEndian.Uint64(e[:])
-		slot := h & mask
+		slot := lookupHome(h, slots)
 		for binary.LittleEndian.Uint64(table[slot*LookupEntrySize:]) != 0 {
-			slot = (slot + 1) & mask
+			slot = lookupNext(slot, slots)
 		}
 		binary.LittleEndian.PutUint64(table[slot*LookupEntrySize:], lookupEntry(h, i))
 		copy(table[slot*LookupEntrySize+8:slot*LookupEntrySize+16], e[8:])
