@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -350,6 +351,27 @@ func ssEncode(t testing.TB, items []*snapshottypes.SnapshotItem) []byte {
 	return buf.Bytes()
 }
 
+// midMessage returns an offset in the encoded stream of items, at or after
+// near, that falls inside an item's body: after its length prefix and at
+// least one byte of the body, before its end. A cut anywhere else is not
+// mid-message for the reader: at an item boundary, or just after a length
+// prefix, the delimited reader reports a clean io.EOF.
+func midMessage(t testing.TB, items []*snapshottypes.SnapshotItem, near int) int {
+	t.Helper()
+	start := 0
+	for _, it := range items {
+		enc := ssEncode(t, []*snapshottypes.SnapshotItem{it})
+		_, hdr := binary.Uvarint(enc)
+		end := start + len(enc)
+		if cut := max(near, start+hdr+1); cut < end {
+			return cut
+		}
+		start = end
+	}
+	t.Fatalf("no item body at or after offset %d", near)
+	return 0
+}
+
 func storeItem(name string) *snapshottypes.SnapshotItem {
 	return &snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_Store{Store: &snapshottypes.SnapshotStoreItem{Name: name}}}
 }
@@ -432,7 +454,7 @@ func TestRestoreRejectsMalformedStreams(t *testing.T) {
 			its[firstInner].GetIAVL().Value = []byte("v")
 			return its
 		}),
-		"truncated mid-message":   good[:len(good)/2],
+		"truncated mid-message":   good[:midMessage(t, items, len(good)/2)],
 		"truncated between nodes": ssEncode(t, items[:lastNode]),
 		"garbage":                 []byte{5, 0xff, 0xff, 0xff, 0xff, 0xff},
 		"huge length":             {0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3},
