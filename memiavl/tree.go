@@ -209,6 +209,18 @@ func (t *Tree) RootHash() []byte {
 	return h
 }
 
+// ComputeHashes computes and caches the hashes of the working tree's changed
+// nodes, as RootHash does, but returns a corrupt snapshot as an error instead
+// of panicking: it is meant for hashing ahead of SaveVersion on another
+// goroutine, which must be the only one using the tree meanwhile.
+func (t *Tree) ComputeHashes() error {
+	if t.root.isNil() {
+		return nil
+	}
+	_, err := t.rootHash()
+	return err
+}
+
 func (t *Tree) rootHash() (h []byte, err error) {
 	defer recoverCorrupt(&err)
 	if t.changes >= parallelHashChanges {

@@ -483,7 +483,11 @@ func (db *DB) ApplyUpgrades(u wal.Upgrades) error {
 }
 
 // ApplyChangeSets applies changes to the working trees. Keys and values are
-// retained: the caller must not modify them afterwards.
+// retained: the caller must not modify them afterwards. The names are all
+// checked first: an unknown store fails the call before any change. The
+// trees of large change sets are hashed on other goroutines while the
+// following change sets apply, and that hashing ends before the call
+// returns, so Commit has less left to hash.
 func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -500,14 +504,41 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
 			}
 		}
 	}
-	for _, cs := range css {
+	// Pipeline the hashing: once a store's changes are applied, its tree
+	// is hashed on another goroutine while the next stores' changes are
+	// applied, so that Commit finds most hashes done. A tree being hashed
+	// is not touched here until its hashing has been joined (a store
+	// named twice waits), and all hashing is joined before returning, so
+	// no other method ever sees it in progress.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	hashing := map[string]bool{}
+	for i, cs := range css {
+		if hashing[cs.Name] {
+			wg.Wait()
+			clear(hashing)
+		}
 		if err := applyChangeSet(db.mu.trees, cs); err != nil {
 			return err
 		}
 		db.addPendingLocked(cs.Name, cs.Pairs...)
+		if i < len(css)-1 && len(cs.Pairs) >= pipelineHashPairs {
+			hashing[cs.Name] = true
+			t := db.mu.trees[cs.Name]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// a corrupt snapshot is reported by Commit's SaveVersion
+				_ = t.ComputeHashes()
+			}()
+		}
 	}
 	return nil
 }
+
+// pipelineHashPairs is the smallest change set whose tree ApplyChangeSets
+// hashes while it applies the next ones.
+const pipelineHashPairs = 64
 
 // Set sets key to value in store's working tree. The tree retains both.
 func (db *DB) Set(store string, key, value []byte) error {
@@ -607,7 +638,8 @@ func (db *DB) hashTreesLocked() {
 		sem <- struct{}{}
 		go func(t *memiavl.Tree) {
 			defer wg.Done()
-			t.RootHash()
+			// a corrupt snapshot is reported by Commit's SaveVersion
+			_ = t.ComputeHashes()
 			<-sem
 		}(t)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -99,5 +100,69 @@ func TestOpenCommitReopen(t *testing.T) {
 	}
 	if got := db.StoreNames(); fmt.Sprint(got) != "[b c d]" {
 		t.Fatalf("stores %v", got)
+	}
+}
+
+// TestPipelinedHashing applies change sets large enough to be hashed while
+// the next ones apply, including a store named twice in one call and a
+// failing change set, and checks every version's app hash against a
+// database fed the same pairs one Set or Delete at a time.
+func TestPipelinedHashing(t *testing.T) {
+	r := testutil.Rand(t)
+	stores := []string{"a", "b", "c"}
+	open := func() *DB {
+		db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: stores, SnapshotInterval: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	piped, single := open(), open()
+	for v := 1; v <= 12; v++ {
+		var css []wal.ChangeSet
+		for _, name := range []string{"a", "b", "a", "c"} {
+			cs := wal.ChangeSet{Name: name}
+			for i := 0; i < 50+r.Intn(200); i++ {
+				k := []byte(fmt.Sprintf("%s-%04d", name, r.Intn(2000)))
+				if r.Intn(5) == 0 {
+					cs.Pairs = append(cs.Pairs, wal.KVPair{Key: k, Delete: true})
+				} else {
+					cs.Pairs = append(cs.Pairs, wal.KVPair{Key: k, Value: []byte(fmt.Sprint(v, i))})
+				}
+			}
+			css = append(css, cs)
+		}
+		if err := piped.ApplyChangeSets(css); err != nil {
+			t.Fatal(err)
+		}
+		for _, cs := range css {
+			for _, p := range cs.Pairs {
+				var err error
+				if p.Delete {
+					err = single.Delete(cs.Name, p.Key)
+				} else {
+					err = single.Set(cs.Name, p.Key, p.Value)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// a change set of an unknown store fails the call before any change
+		if err := piped.ApplyChangeSets(append(css[:1:1], wal.ChangeSet{Name: "nope"})); !errors.Is(err, ErrUnknownStore) {
+			t.Fatalf("unknown store: %v", err)
+		}
+		a, err := piped.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := single.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a.Hash(), b.Hash()) {
+			t.Fatalf("version %d: app hash %x, one pair at a time %x", v, a.Hash(), b.Hash())
+		}
 	}
 }
