@@ -28,33 +28,21 @@ func (p persisted) check(err error) {
 // get looks key up among the snapshot leaves under r. Point reads do not walk
 // the branches: the leaves under a node are a contiguous range of the
 // snapshot's sorted leaves, so the key is under r exactly when the snapshot
-// holds it at an index in that range. The snapshot's lookup table finds the
-// index and the value reading one table slot and the key's bytes; a snapshot
-// without one (format version 1) is binary-searched over the range instead.
+// holds it at an index in that range. Snapshot.Lookup finds the index and
+// the value through the lookup table (one table slot and the key's bytes),
+// or by binary search in a snapshot without one (format version 1).
 func (p persisted) get(r pref, key []byte) ([]byte, error) {
-	if p.s.HasLookup() {
-		i, v, found, err := p.s.Lookup(key)
-		if err != nil || !found {
-			return nil, err
-		}
-		if lo, hi := p.leafRange(r); i < lo || i >= hi {
-			return nil, nil
-		}
-		if v == nil {
-			v = emptyValue // a present key with an empty value in an empty data file
-		}
-		return v, nil
-	}
-	lo, hi := p.leafRange(r)
-	i, found, err := p.s.Search(key, lo, hi)
+	i, v, found, err := p.s.Lookup(key)
 	if err != nil || !found {
 		return nil, err
 	}
-	v, err := p.s.LeafValue(i)
-	if v == nil && err == nil {
+	if lo, hi := p.leafRange(r); i < lo || i >= hi {
+		return nil, nil
+	}
+	if v == nil {
 		v = emptyValue // a present key with an empty value in an empty data file
 	}
-	return v, err
+	return v, nil
 }
 
 var emptyValue = []byte{}

@@ -213,21 +213,29 @@ func (t *Tree) RootHash() []byte {
 // nodes, as RootHash does, but returns a corrupt snapshot as an error instead
 // of panicking: it is meant for hashing ahead of SaveVersion on another
 // goroutine, which must be the only one using the tree meanwhile.
-func (t *Tree) ComputeHashes() error {
+func (t *Tree) ComputeHashes() (err error) {
 	if t.root.isNil() {
 		return nil
 	}
-	_, err := t.rootHash()
-	return err
+	defer recoverCorrupt(&err)
+	t.hashRoot()
+	return nil
 }
 
 func (t *Tree) rootHash() (h []byte, err error) {
 	defer recoverCorrupt(&err)
+	return bytes.Clone(t.hashRoot()), nil
+}
+
+// hashRoot computes the hashes of the changed nodes, splitting the work
+// when there are many, and returns the root's. It panics with a
+// corruptError on a corrupt snapshot.
+func (t *Tree) hashRoot() []byte {
 	if t.changes >= parallelHashChanges {
 		t.hashParallel(t.root, parallelHashDepth)
 	}
 	t.changes = 0
-	return bytes.Clone(t.hashOf(t.root)), nil
+	return t.hashOf(t.root)
 }
 
 const (

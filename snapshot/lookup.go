@@ -80,7 +80,7 @@ func (s *Snapshot) Lookup(key []byte) (idx uint64, value []byte, found bool, err
 	kvLen := uint64(len(s.kvs))
 	// Every slot is visited at most once: a table with no empty slot, which
 	// Verify rejects, still ends the probe.
-	for range len(s.lookup) / LookupEntrySize {
+	for range slots {
 		b := s.lookup[slot*LookupEntrySize : slot*LookupEntrySize+LookupEntrySize]
 		e := binary.LittleEndian.Uint64(b)
 		if e == 0 {
@@ -128,8 +128,8 @@ func (s *Snapshot) lookupError(slot uint64, format string, args ...any) error {
 	return corruptAt(s.path(metaFileIndexLookup), slot*LookupEntrySize, "slot %d: %s", slot, fmt.Sprintf(format, args...))
 }
 
-// verifyLookup checks that every slot is empty or names a leaf, that the
-// table holds one entry per leaf, and that probing each leaf's key from its
+// verifyLookup checks that every slot is empty (all zero) or names a leaf,
+// that the table holds one entry per leaf, and that probing each leaf's key from its
 // home slot reaches that leaf's entry before an empty slot.
 func (s *Snapshot) verifyLookup() error {
 	if s.lookup == nil {
@@ -138,8 +138,12 @@ func (s *Snapshot) verifyLookup() error {
 	slots := uint64(len(s.lookup)) / LookupEntrySize
 	used := uint64(0)
 	for slot := uint64(0); slot < slots; slot++ {
-		e := binary.LittleEndian.Uint64(s.lookup[slot*LookupEntrySize:])
+		b := s.lookup[slot*LookupEntrySize:]
+		e := binary.LittleEndian.Uint64(b)
 		if e == 0 {
+			if binary.LittleEndian.Uint64(b[8:]) != 0 {
+				return s.lookupError(slot, "empty slot with a kvs offset")
+			}
 			continue
 		}
 		if i := e&uint40Mask - 1; i >= s.leafCount {
@@ -174,12 +178,6 @@ func (s *Snapshot) verifyLookup() error {
 			return s.lookupError(slot, "leaf %d key at %s offset %d, the leaf records %d", i, FileKVs, off, rec)
 		}
 	}
-	for slot := uint64(0); slot < slots; slot++ {
-		b := s.lookup[slot*LookupEntrySize:]
-		if binary.LittleEndian.Uint64(b) == 0 && binary.LittleEndian.Uint64(b[8:]) != 0 {
-			return s.lookupError(slot, "empty slot with a kvs offset")
-		}
-	}
 	return nil
 }
 
@@ -189,7 +187,7 @@ func (s *Snapshot) verifyLookup() error {
 type lookupBuilder struct {
 	f       *os.File
 	buf     *bufio.Writer
-	scratch [16]byte
+	scratch [lookupBuildRecord]byte
 }
 
 // lookupBuildRecord is the size of a leaf's record in the scratch file: the

@@ -228,8 +228,7 @@ func (l *Log) load() (err error) {
 		tail = false
 		if end < s.size && ro {
 			l.torn = &TornTail{Path: s.path, Offset: end, Bytes: s.size - end}
-		}
-		if end < s.size && !ro {
+		} else if end < s.size {
 			if err := f.Truncate(end); err != nil {
 				f.Close()
 				return fmt.Errorf("wal: truncate torn tail of %s: %w", s.path, err)
