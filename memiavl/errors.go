@@ -26,6 +26,11 @@ var (
 	// version, or use of a finished importer.
 	ErrImport = errors.New("memiavl: invalid import stream")
 
+	// ErrRebase is returned by Rebase when the node map does not fit the
+	// tree: the tree is not a later version of the one written, or a mapped
+	// node's hash differs from the one it replaces.
+	ErrRebase = errors.New("memiavl: cannot rebase tree")
+
 	// ErrExportDone is returned by Exporter.Next after the last node. (It plays
 	// the part of cosmos/iavl's ErrorExportDone.)
 	ErrExportDone = errors.New("memiavl: export is complete")

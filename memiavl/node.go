@@ -26,10 +26,15 @@ import (
 type node struct {
 	height uint8
 	hashed bool
-	pfx    uint64 // keyPrefix(key): decides most comparisons without reading key
-	k      string // the key's bytes, as given to Set; never modified
-	left   ref    // inner nodes only
-	right  ref    // inner nodes only
+	// snap is 1 + the node's index in the snapshot last written with a
+	// NodeMap (see WriteSnapshotMapped), 0 if none. Only that writer sets
+	// it and only Rebase reads it; nothing else reads it, so copies of a
+	// node list their fields instead of copying the struct.
+	snap  uint32
+	pfx   uint64 // keyPrefix(key): decides most comparisons without reading key
+	k     string // the key's bytes, as given to Set; never modified
+	left  ref    // inner nodes only
+	right ref    // inner nodes only
 
 	v       string // leaves only: the value's bytes, as given to Set
 	version int64

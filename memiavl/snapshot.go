@@ -31,7 +31,11 @@ func (t *Tree) Snapshot() *snapshot.Snapshot { return t.pers.s }
 // height, not its size. It only reads committed nodes, so it may run on a Copy
 // in another goroutine while the original tree goes on changing. Cancelling
 // ctx aborts the write and removes the partial files.
-func (t *Tree) WriteSnapshot(ctx context.Context, dir string) (err error) {
+func (t *Tree) WriteSnapshot(ctx context.Context, dir string) error {
+	return t.writeSnapshot(ctx, dir, nil)
+}
+
+func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap) (err error) {
 	w, err := snapshot.NewWriter(dir, t.version)
 	if err != nil {
 		return err
@@ -42,7 +46,7 @@ func (t *Tree) WriteSnapshot(ctx context.Context, dir string) (err error) {
 		}
 	}()
 	if !t.saved.isNil() {
-		sw := snapshotWriter{t: t, w: w, ctx: ctx}
+		sw := snapshotWriter{t: t, w: w, ctx: ctx, m: m}
 		if err := sw.run(t.saved); err != nil {
 			return err
 		}
@@ -55,6 +59,8 @@ type snapshotWriter struct {
 	w     *snapshot.Writer
 	ctx   context.Context
 	count int
+	m     *NodeMap // nil unless the write is mapped
+	inRun bool     // writing a subtree of t's snapshot that m maps as a run
 }
 
 func (sw *snapshotWriter) run(root ref) (err error) {
@@ -70,6 +76,17 @@ func (sw *snapshotWriter) write(r ref) error {
 		}
 	}
 	t := sw.t
+	if sw.m != nil && r.n == nil && !sw.inRun {
+		// a subtree of t's snapshot is written in one piece: its leaves
+		// and its branches keep their order, so a run maps it
+		if err := sw.m.addRun(t.pers, r.p, sw.w.LeafCount(), sw.w.BranchCount()); err != nil {
+			return err
+		}
+		sw.inRun = true
+		err := sw.write(r)
+		sw.inRun = false
+		return err
+	}
 	if t.isLeaf(r) {
 		var key, value []byte
 		if r.n != nil {
@@ -77,7 +94,13 @@ func (sw *snapshotWriter) write(r ref) error {
 		} else {
 			key, value = t.pers.leafKV(r.p.Index())
 		}
-		return sw.w.AddLeaf(key, value, t.versionOf(r), t.hashOf(r))
+		if err := sw.w.AddLeaf(key, value, t.versionOf(r), t.hashOf(r)); err != nil {
+			return err
+		}
+		if sw.m != nil && r.n != nil {
+			sw.m.setIndex(r.n, sw.w.LeafCount()-1)
+		}
+		return nil
 	}
 	if err := sw.write(t.leftOf(r)); err != nil {
 		return err
@@ -85,5 +108,11 @@ func (sw *snapshotWriter) write(r ref) error {
 	if err := sw.write(t.rightOf(r)); err != nil {
 		return err
 	}
-	return sw.w.AddBranch(t.heightOf(r), t.sizeOf(r), t.versionOf(r), t.hashOf(r))
+	if err := sw.w.AddBranch(t.heightOf(r), t.sizeOf(r), t.versionOf(r), t.hashOf(r)); err != nil {
+		return err
+	}
+	if sw.m != nil && r.n != nil {
+		sw.m.setIndex(r.n, sw.w.BranchCount()-1)
+	}
+	return nil
 }

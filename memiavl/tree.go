@@ -393,10 +393,10 @@ func (t *Tree) mutable(r ref, v int64) *node {
 			r.n.hashed = false
 			return r.n
 		}
-		c := *r.n
-		c.version = v
-		c.hashed = false
-		return &c
+		n := r.n
+		// field by field: a concurrent snapshot writer may set n.snap
+		return &node{height: n.height, pfx: n.pfx, k: n.k, left: n.left, right: n.right,
+			v: n.v, version: v, size: n.size}
 	}
 	return t.pers.mutableBranch(r.p, v)
 }

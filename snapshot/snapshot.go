@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"github.com/ledgerwatch/erigon-lib/mmap"
 
@@ -321,6 +322,18 @@ func (s *Snapshot) LeafCount() uint64 { return s.leafCount }
 
 // BranchCount returns the number of branches.
 func (s *Snapshot) BranchCount() uint64 { return s.branchCount }
+
+// Holds reports whether b lies inside the snapshot's mapped key/value data:
+// whether it is a key or value returned by an accessor and becomes invalid
+// at Close. Empty slices are never held.
+func (s *Snapshot) Holds(b []byte) bool {
+	if len(b) == 0 || len(s.kvs) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(s.kvs)))
+	return p >= lo && p-lo < uintptr(len(s.kvs))
+}
 
 // Root returns the root node, and false for the empty tree.
 func (s *Snapshot) Root() (Ref, bool) {

@@ -294,6 +294,14 @@ func (w *Writer) AddBranch(height uint8, size int64, version int64, hash []byte)
 	return nil
 }
 
+// LeafCount returns the number of leaves added so far, which is the index
+// the next leaf gets.
+func (w *Writer) LeafCount() uint64 { return w.leafCount }
+
+// BranchCount returns the number of branches added so far, which is the
+// index the next branch gets.
+func (w *Writer) BranchCount() uint64 { return w.branchCount }
+
 // Finish completes the snapshot: exactly one subtree (the root) or none (the
 // empty tree) must be pending. It flushes and fsyncs the data files, writes
 // and fsyncs meta, fsyncs the temporary directory, renames it to the target

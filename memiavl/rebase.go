@@ -1,0 +1,309 @@
+package memiavl
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/seed-6dfbb450/memiavl/snapshot"
+)
+
+// NodeMap records where a mapped snapshot write (WriteSnapshotMapped) put
+// the nodes of the written version, so that Rebase can move a later version
+// of the same tree onto the new snapshot without rebuilding it.
+//
+// A written in-memory node records its new index in the node itself. The
+// nodes the written tree read from its own snapshot are mapped by runs: such
+// a subtree is written in one piece, its leaves and its branches keeping
+// their order, so one leaf run and one branch run map all of its nodes.
+type NodeMap struct {
+	version  int64              // the written version
+	from     *snapshot.Snapshot // the snapshot the written tree read from
+	leaves   []run              // ordered by old index, disjoint
+	branches []run
+	bad      string // why the map cannot be used, "" if it can
+}
+
+// run maps n consecutive nodes of the old snapshot, from index old, to
+// consecutive nodes of the new one, from index new.
+type run struct{ old, new, n uint64 }
+
+// WriteSnapshotMapped writes the tree's last saved version as a snapshot
+// like WriteSnapshot and returns the map of the written nodes for Rebase.
+// It records each written in-memory node's new index in the node, so at
+// most one mapped write may run at a time over trees that share nodes (a
+// database's background rewrite); reads and mutations of the tree and of
+// its copies may go on meanwhile.
+func (t *Tree) WriteSnapshotMapped(ctx context.Context, dir string) (*NodeMap, error) {
+	m := &NodeMap{version: t.version, from: t.pers.s}
+	if err := t.writeSnapshot(ctx, dir, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Version returns the version the map's snapshot holds.
+func (m *NodeMap) Version() int64 { return m.version }
+
+// addRun maps the subtree r of the written tree's snapshot p, about to be
+// written from leaf index leaf and branch index branch on.
+func (m *NodeMap) addRun(p persisted, r pref, leaf, branch uint64) error {
+	if r.IsLeaf() {
+		m.leaves = m.appendRun(m.leaves, run{old: r.Index(), new: leaf, n: 1})
+		return nil
+	}
+	i := r.Index()
+	lo, hi := p.leafRange(r)
+	size := hi - lo
+	if size < 2 || size-2 > i {
+		return fmt.Errorf("%w: branch %d of %s has %d leaves", ErrCorrupt, i, p.s.Dir(), size)
+	}
+	m.leaves = m.appendRun(m.leaves, run{old: lo, new: leaf, n: size})
+	// a subtree's size-1 branches end with its root in post-order
+	m.branches = m.appendRun(m.branches, run{old: i - (size - 2), new: branch, n: size - 1})
+	return nil
+}
+
+// appendRun appends r to runs, merging it with the last run when both
+// continue it.
+func (m *NodeMap) appendRun(runs []run, r run) []run {
+	if len(runs) == 0 {
+		return append(runs, r)
+	}
+	last := &runs[len(runs)-1]
+	switch {
+	case r.old < last.old+last.n:
+		if m.bad == "" {
+			m.bad = fmt.Sprintf("snapshot subtrees out of order at index %d", r.old)
+		}
+	case r.old == last.old+last.n && r.new == last.new+last.n:
+		last.n += r.n
+		return runs
+	}
+	return append(runs, r)
+}
+
+// setIndex records that in-memory node n was written at index i.
+func (m *NodeMap) setIndex(n *node, i uint64) {
+	if i >= math.MaxUint32 {
+		if m.bad == "" {
+			m.bad = fmt.Sprintf("node index %d too large to record", i)
+		}
+		return
+	}
+	n.snap = uint32(i + 1)
+}
+
+// lookup maps index i through runs.
+func lookupRun(runs []run, i uint64) (uint64, bool) {
+	lo, hi := 0, len(runs)
+	for lo < hi { // first run with old > i
+		mid := int(uint(lo+hi) >> 1)
+		if runs[mid].old > i {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo == 0 {
+		return 0, false
+	}
+	r := runs[lo-1]
+	if i-r.old >= r.n {
+		return 0, false
+	}
+	return r.new + (i - r.old), true
+}
+
+// Rebaser moves later versions of a tree onto the snapshot a mapped write
+// produced (WriteSnapshotMapped), as a database's background rewrite does
+// with the versions committed while it wrote.
+//
+// In a rebased tree, the nodes of versions up to the written one are
+// references into the new snapshot; the later ones are copied, sharing
+// their keys and values, except bytes that lie in the old snapshot, which
+// are taken from the new snapshot or from the copied leaves. Rebasing again
+// at a later version copies only the nodes created since the previous
+// Rebase and reuses the earlier copies, so a sequence of rebases costs one
+// copy per node changed since the written version, whatever the size of
+// the tree.
+//
+// Every node a rebase reuses or maps is checked against the node it stands
+// for by hash, so a map or a tree that does not fit gives ErrRebase, never a
+// wrong tree. After an error the Rebaser fails every later call.
+//
+// A Rebaser records in each node it copies where the copy is, like the
+// mapped write does: it must be the only one rebasing trees that share
+// nodes, one call at a time, while those trees and their copies may go on
+// being read and changed.
+type Rebaser struct {
+	base    *Tree
+	m       *NodeMap
+	copies  []*node // the copies made, in order; a copied node's snap is its index + 1
+	version int64   // the version rebased last, m's at first
+	err     error   // sticky
+}
+
+// NewRebaser returns a Rebaser onto base, the tree NewFromSnapshot opened on
+// the snapshot written with map m.
+func NewRebaser(base *Tree, m *NodeMap) (*Rebaser, error) {
+	switch {
+	case m == nil || base == nil:
+		return nil, fmt.Errorf("%w: no map or base", ErrRebase)
+	case m.bad != "":
+		return nil, fmt.Errorf("%w: %s", ErrRebase, m.bad)
+	case base.pers.s == nil || base.version != m.version:
+		return nil, fmt.Errorf("%w: base is not the mapped snapshot of version %d", ErrRebase, m.version)
+	}
+	return &Rebaser{base: base, m: m, version: m.version}, nil
+}
+
+// Version returns the version of the last rebased tree, the written version
+// before the first Rebase.
+func (rb *Rebaser) Version() int64 { return rb.version }
+
+// Rebase returns a tree at t's last saved version on the new snapshot. t is
+// a copy of the written tree at the version last rebased or later, still on
+// the snapshot the write read from; it is only read, and the result shares
+// no node with it.
+func (rb *Rebaser) Rebase(ctx context.Context, t *Tree) (_ *Tree, err error) {
+	if rb.err != nil {
+		return nil, rb.err
+	}
+	defer func() {
+		if err != nil {
+			rb.err = err
+		}
+	}()
+	if t.version < rb.version || t.pers.s != rb.m.from {
+		return nil, fmt.Errorf("%w: tree at version %d is not a later version of the one rebased at %d", ErrRebase, t.version, rb.version)
+	}
+	defer recoverCorrupt(&err)
+	g := grafter{rb: rb, t: t, ctx: ctx}
+	root := g.graft(t.saved)
+	if !root.isNil() && !bytes.Equal(rb.base.hashOf(root), t.hashOf(t.saved)) {
+		return nil, fmt.Errorf("%w: root hash changed", ErrRebase)
+	}
+	rb.version = t.version
+	return &Tree{pers: rb.base.pers, root: root, saved: root, version: t.version, initial: t.initial}, nil
+}
+
+// grafter is one Rebase call.
+type grafter struct {
+	rb    *Rebaser
+	t     *Tree
+	ctx   context.Context
+	count int
+}
+
+func (g *grafter) fail(format string, args ...any) {
+	panic(corruptError{fmt.Errorf("%w: "+format, append([]any{ErrRebase}, args...)...)})
+}
+
+// graft returns r's subtree on the new snapshot.
+func (g *grafter) graft(r ref) ref {
+	if r.isNil() {
+		return nilRef
+	}
+	g.count++
+	if g.count%4096 == 0 {
+		if err := g.ctx.Err(); err != nil {
+			panic(corruptError{fmt.Errorf("rebase cancelled: %w", err)})
+		}
+	}
+	rb := g.rb
+	n := r.n
+	if n == nil {
+		var np pref
+		if r.p.IsLeaf() {
+			i, ok := lookupRun(rb.m.leaves, r.p.Index())
+			if !ok {
+				g.fail("%s of the old snapshot was not written", r.p)
+			}
+			np = snapshot.LeafRef(i)
+		} else {
+			i, ok := lookupRun(rb.m.branches, r.p.Index())
+			if !ok {
+				g.fail("%s of the old snapshot was not written", r.p)
+			}
+			np = snapshot.BranchRef(i)
+		}
+		return g.mapped(np, g.t.pers.hash(r.p))
+	}
+	if !n.hashed {
+		g.fail("node of version %d is not hashed", n.version)
+	}
+	switch {
+	case n.version <= rb.m.version: // written
+		if n.snap == 0 {
+			g.fail("node of version %d was not written", n.version)
+		}
+		i := uint64(n.snap - 1)
+		np := snapshot.BranchRef(i)
+		if n.height == 0 {
+			np = snapshot.LeafRef(i)
+		}
+		return g.mapped(np, n.hash[:])
+	case n.version <= rb.version: // copied by an earlier Rebase
+		if n.snap == 0 || int(n.snap) > len(rb.copies) {
+			g.fail("node of version %d was not rebased", n.version)
+		}
+		c := rb.copies[n.snap-1]
+		if c.version != n.version || c.hash != n.hash {
+			g.fail("node of version %d differs from its copy", n.version)
+		}
+		return memRef(c)
+	}
+	c := &node{height: n.height, hashed: true, pfx: n.pfx, k: n.k, v: n.v,
+		version: n.version, size: n.size, hash: n.hash}
+	old := g.t.pers.s
+	if n.height == 0 {
+		if old != nil && (old.Holds(n.key()) || old.Holds(n.value())) {
+			c.k, c.v = string(n.key()), string(n.value()) // copies
+		}
+	} else {
+		c.left = g.graft(n.left)
+		c.right = g.graft(n.right)
+		if old != nil && old.Holds(n.key()) {
+			k := g.minKey(c.right)
+			if !bytes.Equal(k, n.key()) {
+				g.fail("branch key %X is not the smallest key of its right subtree", n.key())
+			}
+			c.k = bstr(k)
+		}
+	}
+	// recorded once complete: a later Rebase reuses it whole
+	if len(rb.copies) >= math.MaxUint32 {
+		g.fail("too many copies")
+	}
+	rb.copies = append(rb.copies, c)
+	n.snap = uint32(len(rb.copies))
+	return memRef(c)
+}
+
+// mapped returns the reference to the new snapshot's node np after checking
+// that it is in range and has hash h.
+func (g *grafter) mapped(np pref, h []byte) ref {
+	base := g.rb.base
+	s := base.pers.s
+	if np.IsLeaf() && np.Index() >= s.LeafCount() || !np.IsLeaf() && np.Index() >= s.BranchCount() {
+		g.fail("%s beyond the new snapshot", np)
+	}
+	if !bytes.Equal(base.pers.hash(np), h) {
+		g.fail("%s of the new snapshot has another hash", np)
+	}
+	return ref{p: np}
+}
+
+// minKey returns the smallest key under r in the rebased tree.
+func (g *grafter) minKey(r ref) []byte {
+	for r.n != nil {
+		if r.n.height == 0 {
+			return r.n.key()
+		}
+		r = r.n.left
+	}
+	lo, _ := g.rb.base.pers.leafRange(r.p)
+	return g.rb.base.pers.key(snapshot.LeafRef(lo))
+}
