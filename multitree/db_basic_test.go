@@ -166,3 +166,49 @@ func TestPipelinedHashing(t *testing.T) {
 		}
 	}
 }
+
+// TestRewriteSnapshotRefusesUncommitted: a synchronous rewrite writes the
+// last committed version, so it refuses while the working version has
+// changes, which it would otherwise drop from the trees (and record a root
+// hash in the snapshot's metadata that its trees do not have).
+func TestRewriteSnapshotRefusesUncommitted(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { db.Close() }()
+	if err := db.Set("a", []byte("k"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for name, change := range map[string]func() error{
+		"set":     func() error { return db.Set("a", []byte("k"), []byte("2")) },
+		"upgrade": func() error { return db.ApplyUpgrades(wal.Upgrades{Added: []string{"b"}}) },
+	} {
+		if err := change(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RewriteSnapshot(context.Background()); !errors.Is(err, ErrUncommitted) {
+			t.Fatalf("%s: RewriteSnapshot returned %v, want ErrUncommitted", name, err)
+		}
+		info, err := db.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RewriteSnapshot(context.Background()); err != nil {
+			t.Fatalf("%s: after commit: %v", name, err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if db, err = Open(dir, Options{SnapshotInterval: -1}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(db.LastCommitInfo().Hash(), info.Hash()) || db.SnapshotVersion() != info.Version {
+			t.Fatalf("%s: reopened at %d (snapshot %d) with another hash", name, db.Version(), db.SnapshotVersion())
+		}
+	}
+}

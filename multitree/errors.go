@@ -15,6 +15,9 @@ var (
 	ErrInvalidOptions = errors.New("multitree: invalid options")
 	ErrVersion        = errors.New("multitree: version not available")
 	ErrConflict       = errors.New("multitree: version already committed with different content")
+	// ErrUncommitted is returned by RewriteSnapshot while the working
+	// version has changes: they must be committed first.
+	ErrUncommitted = errors.New("multitree: working version has uncommitted changes")
 	// ErrRewrite reports a failed background snapshot rewrite. Commit
 	// returns it wrapped after committing successfully: the version is
 	// durable, the database keeps working from its previous snapshot and

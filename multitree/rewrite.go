@@ -251,12 +251,16 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 // RewriteSnapshot synchronously writes a snapshot of the last committed
 // version, switches the working trees to it and prunes old snapshots. It is
 // meant for offline use; a background rewrite in progress is waited for
-// first.
+// first. It refuses with ErrUncommitted while the working version has
+// changes.
 func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if err := db.writable(); err != nil {
 		return err
+	}
+	if p := db.mu.pending; len(p.ChangeSets) > 0 || len(p.Upgrades.Added)+len(p.Upgrades.Renamed)+len(p.Upgrades.Deleted) > 0 {
+		return fmt.Errorf("%w: commit the working version's changes before rewriting the snapshot", ErrUncommitted)
 	}
 	if job := db.mu.rewrite; job != nil {
 		db.mu.Unlock()
