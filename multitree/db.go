@@ -53,6 +53,14 @@ type DB struct {
 		lastSnap int64 // version of the newest snapshot written or being written
 	}
 
+	// rebases counts the catch-up rounds and switches of background
+	// rewrites that rebased; rebaseErrs counts rebases that failed, after
+	// which the rewrite replayed the log instead (see catchUp).
+	rebases, rebaseErrs atomic.Int64
+	// afterWrite, when set (by tests), runs in a background rewrite after
+	// its snapshot is written and mapped, before the catch-up.
+	afterWrite func(ctx context.Context, version int64)
+
 	views struct {
 		sync.Mutex
 		cache  map[int64]*state
@@ -202,7 +210,7 @@ func (db *DB) create() error {
 		}
 		trees[name] = t
 	}
-	if err := writeSnapshotDir(context.Background(), db.dir, 0, db.opts.InitialVersion, trees, 1); err != nil {
+	if err := writeSnapshotDir(context.Background(), db.dir, 0, db.opts.InitialVersion, trees, 1, nil); err != nil {
 		return err
 	}
 	return writeFileAtomic(db.dir, currentFileName, encodeCurrent(0))

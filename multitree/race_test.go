@@ -28,6 +28,7 @@ func TestReadersDuringCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	DelayRewrites(db, 2) // rebases run beside the readers too
 	versions := 300
 	if testing.Short() {
 		versions = 120
@@ -140,6 +141,9 @@ func TestReadersDuringCommits(t *testing.T) {
 	snapVersion := db.SnapshotVersion()
 	if snapVersion == 0 {
 		t.Fatal("no background rewrite was switched to")
+	}
+	if rebased, failed := RebaseCounts(db); rebased == 0 || failed != 0 {
+		t.Fatalf("%d catch-up rounds rebased, %d rebases failed", rebased, failed)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)

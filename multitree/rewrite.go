@@ -15,9 +15,10 @@ import (
 const maxCatchUpRounds = 8
 
 // rewriteJob is a background snapshot rewrite. Its goroutine writes the
-// snapshot of an immutable version, maps it, and replays the log entries
-// committed meanwhile onto the new trees; the writer switches to them at a
-// later Commit, replaying only the few entries logged since.
+// snapshot of an immutable version, maps it, rebases the latest committed
+// version onto it and replays the log entries committed after that onto the
+// new trees; the writer switches to them at a later Commit, replaying only
+// the few entries logged since.
 type rewriteJob struct {
 	version int64
 	done    chan struct{} // closed when res is set
@@ -27,7 +28,8 @@ type rewriteJob struct {
 type rewriteResult struct {
 	gen      *generation
 	trees    map[string]*memiavl.Tree
-	caughtUp int64 // the version trees are at
+	caughtUp int64                       // the version trees are at
+	rebasers map[string]*memiavl.Rebaser // nil when the catch-up replays the log
 	err      error
 }
 
@@ -57,7 +59,8 @@ func (db *DB) maybeStartRewriteLocked() {
 		defer close(job.done)
 		res := &rewriteResult{caughtUp: v}
 		job.res = res
-		res.err = writeSnapshotDir(db.ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency)
+		maps := map[string]*memiavl.NodeMap{}
+		res.err = writeSnapshotDir(db.ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency, maps)
 		gen.release()
 		if res.err == nil {
 			// the log must be durable up to the snapshot before current
@@ -70,28 +73,108 @@ func (db *DB) maybeStartRewriteLocked() {
 		if res.err == nil {
 			res.gen, res.trees, res.err = openGeneration(db.dir, v)
 		}
-		// Catch up with the versions committed while writing, off the
-		// commit path, in rounds: each replays what was logged by its
-		// start. The rounds stop when the gap no longer shrinks (commits
-		// arrive as fast as they replay) or after maxCatchUpRounds; the
-		// switching Commit replays the rest, the versions logged during
-		// the last round.
-		prevGap := int64(-1)
-		for round := 0; res.err == nil && round < maxCatchUpRounds; round++ {
-			last := db.log.LastVersion()
-			gap := last - res.caughtUp
-			if gap <= 0 || db.ctx.Err() != nil || (prevGap >= 0 && gap >= prevGap) {
-				break
+		if res.err == nil {
+			if h := db.afterWrite; h != nil {
+				h(db.ctx, v)
 			}
-			res.err = db.replay(res.trees, res.caughtUp, last)
-			res.caughtUp = last
-			prevGap = gap
+			res.err = db.catchUp(res, maps)
 		}
 		if res.err != nil && res.gen != nil {
 			res.gen.release()
 			res.gen = nil
 		}
 	}()
+}
+
+// catchUp brings a rewrite's new trees up to the versions committed while
+// it wrote, off the commit path, in rounds that each start from the latest
+// committed version. The rounds stop when the gap no longer shrinks
+// (commits arrive as fast as a round runs), or after maxCatchUpRounds; the
+// switching Commit catches up with the rest.
+//
+// A round rebases the latest version's trees onto the new snapshot
+// (memiavl.Rebaser): the nodes of versions up to the snapshot's become
+// references into it and only the nodes created since the previous round
+// are copied. When the trees cannot be rebased (a store was added, renamed
+// or deleted since the snapshot's version, or a rebase failed, which would
+// be a bug), the rounds replay the log instead, which also works.
+func (db *DB) catchUp(res *rewriteResult, maps map[string]*memiavl.NodeMap) error {
+	res.rebasers = newRebasers(res.trees, maps)
+	prevGap := int64(-1)
+	for round := 0; round < maxCatchUpRounds && db.ctx.Err() == nil; round++ {
+		if res.rebasers != nil {
+			vw, err := db.View()
+			if err != nil {
+				return err
+			}
+			gap := vw.st.version - res.caughtUp
+			if gap <= 0 || (prevGap >= 0 && gap >= prevGap) {
+				vw.Release()
+				return nil
+			}
+			trees, err := rebaseAll(db.ctx, res.rebasers, vw.st.trees)
+			vw.Release()
+			if err == nil {
+				res.trees, res.caughtUp = trees, vw.st.version
+				prevGap = gap
+				db.rebases.Add(1)
+				continue
+			}
+			if db.ctx.Err() == nil && !errors.Is(err, errStoresChanged) {
+				db.rebaseErrs.Add(1)
+			}
+			res.rebasers = nil
+		}
+		last := db.log.LastVersion()
+		gap := last - res.caughtUp
+		if gap <= 0 || (prevGap >= 0 && gap >= prevGap) {
+			return nil
+		}
+		if err := db.replay(res.trees, res.caughtUp, last); err != nil {
+			return err
+		}
+		res.caughtUp = last
+		prevGap = gap
+	}
+	return nil
+}
+
+// errStoresChanged reports that the stores differ from the rewritten ones.
+var errStoresChanged = errors.New("multitree: stores changed since the snapshot")
+
+// newRebasers returns a rebaser per store onto the new trees, or nil if a
+// store's write was not mapped.
+func newRebasers(trees map[string]*memiavl.Tree, maps map[string]*memiavl.NodeMap) map[string]*memiavl.Rebaser {
+	rbs := make(map[string]*memiavl.Rebaser, len(trees))
+	for name, t := range trees {
+		rb, err := memiavl.NewRebaser(t, maps[name])
+		if err != nil {
+			return nil
+		}
+		rbs[name] = rb
+	}
+	return rbs
+}
+
+// rebaseAll rebases every store's tree; trees must hold exactly the
+// rewritten stores.
+func rebaseAll(ctx context.Context, rbs map[string]*memiavl.Rebaser, trees map[string]*memiavl.Tree) (map[string]*memiavl.Tree, error) {
+	if len(trees) != len(rbs) {
+		return nil, errStoresChanged
+	}
+	out := make(map[string]*memiavl.Tree, len(trees))
+	for name, t := range trees {
+		rb, ok := rbs[name]
+		if !ok {
+			return nil, errStoresChanged
+		}
+		nt, err := rb.Rebase(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("store %q: %w", name, err)
+		}
+		out[name] = nt
+	}
+	return out, nil
 }
 
 // switchIfDoneLocked switches the working trees to a finished rewrite's.
@@ -109,6 +192,15 @@ func (db *DB) switchIfDoneLocked() {
 	}
 	db.mu.rewrite = nil
 	res := job.res
+	if res.err == nil && res.rebasers != nil && res.caughtUp < db.mu.version {
+		// copies the nodes created since the last catch-up round
+		if trees, err := rebaseAll(db.ctx, res.rebasers, db.mu.trees); err == nil {
+			res.trees, res.caughtUp = trees, db.mu.version
+			db.rebases.Add(1)
+		} else if db.ctx.Err() == nil && !errors.Is(err, errStoresChanged) {
+			db.rebaseErrs.Add(1)
+		}
+	}
 	if res.err == nil {
 		res.err = db.replay(res.trees, res.caughtUp, db.mu.version)
 	}
@@ -197,8 +289,10 @@ func (db *DB) prune(cur int64) error {
 }
 
 // writeSnapshotDir writes the saved version of trees as snapshot directory
-// version in dir, trees in parallel, and makes it durable.
-func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, trees map[string]*memiavl.Tree, concurrency int) error {
+// version in dir, trees in parallel, and makes it durable. With maps set,
+// the writes are mapped (memiavl.Tree.WriteSnapshotMapped) and maps receives
+// each store's map; at most one mapped write may run at a time.
+func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, trees map[string]*memiavl.Tree, concurrency int, maps map[string]*memiavl.NodeMap) error {
 	final := filepath.Join(dir, snapshotDirName(version))
 	if _, err := os.Stat(final); err == nil {
 		return nil // already written
@@ -227,11 +321,21 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 		go func(name string, t *memiavl.Tree) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := t.WriteSnapshot(ctx, filepath.Join(tmp, treeDirName(name))); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("store %q: %w", name, err))
-				mu.Unlock()
+			tdir := filepath.Join(tmp, treeDirName(name))
+			var m *memiavl.NodeMap
+			var err error
+			if maps != nil {
+				m, err = t.WriteSnapshotMapped(ctx, tdir)
+			} else {
+				err = t.WriteSnapshot(ctx, tdir)
 			}
+			mu.Lock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("store %q: %w", name, err))
+			} else if maps != nil {
+				maps[name] = m
+			}
+			mu.Unlock()
 		}(name, t)
 	}
 	wg.Wait()
@@ -278,7 +382,7 @@ func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	if err := db.log.Flush(); err != nil {
 		return err
 	}
-	if err := writeSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency); err != nil {
+	if err := writeSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency, nil); err != nil {
 		return err
 	}
 	if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(v)); err != nil {

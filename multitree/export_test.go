@@ -1,0 +1,24 @@
+package multitree
+
+import (
+	"context"
+	"time"
+)
+
+// DelayRewrites makes db's background rewrites wait, once their snapshot is
+// written, until lag more versions are committed or the database closes,
+// so that their catch-up always has versions to rebase and replay. It must
+// be called before the first Commit.
+func DelayRewrites(db *DB, lag int64) {
+	db.afterWrite = func(ctx context.Context, v int64) {
+		for db.Version() < v+lag && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// RebaseCounts returns how many catch-up rounds and switches of background
+// rewrites rebased, and how many rebases failed and fell back to the log.
+func RebaseCounts(db *DB) (rebased, failed int64) {
+	return db.rebases.Load(), db.rebaseErrs.Load()
+}
