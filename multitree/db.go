@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -493,9 +494,10 @@ func (db *DB) ApplyUpgrades(u wal.Upgrades) error {
 // ApplyChangeSets applies changes to the working trees. Keys and values are
 // retained: the caller must not modify them afterwards. The names are all
 // checked first: an unknown store fails the call before any change. The
-// trees of large change sets are hashed on other goroutines while the
-// following change sets apply, and that hashing ends before the call
-// returns, so Commit has less left to hash.
+// stores apply in parallel (a store named several times applies its change
+// sets in order), and a store with many changes is hashed right after
+// them, so Commit has less left to hash; all of it ends before the call
+// returns.
 func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -512,41 +514,87 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
 			}
 		}
 	}
-	// Pipeline the hashing: once a store's changes are applied, its tree
-	// is hashed on another goroutine while the next stores' changes are
-	// applied, so that Commit finds most hashes done. A tree being hashed
-	// is not touched here until its hashing has been joined (a store
-	// named twice waits), and all hashing is joined before returning, so
-	// no other method ever sees it in progress.
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	hashing := map[string]bool{}
+	// The stores' trees are independent: each store's change sets are
+	// applied (in order) and its tree hashed by one task, and the tasks
+	// run in parallel, largest first. No task is running when the call
+	// returns, so no other method ever sees one in progress.
+	type task struct {
+		t     *memiavl.Tree
+		css   []int // indexes into css, in order
+		pairs int
+		done  int // change sets applied
+		err   error
+	}
+	var tasks []*task
+	byStore := map[string]*task{}
 	for i, cs := range css {
-		if hashing[cs.Name] {
-			wg.Wait()
-			clear(hashing)
+		tk := byStore[cs.Name]
+		if tk == nil {
+			tk = &task{t: db.mu.trees[cs.Name]}
+			byStore[cs.Name] = tk
+			tasks = append(tasks, tk)
 		}
-		if err := applyChangeSet(db.mu.trees, cs); err != nil {
-			return err
+		tk.css = append(tk.css, i)
+		tk.pairs += len(cs.Pairs)
+	}
+	run := func(tk *task) {
+		for _, i := range tk.css {
+			if tk.err = applyChangeSet(db.mu.trees, css[i]); tk.err != nil {
+				return
+			}
+			tk.done++
 		}
-		db.addPendingLocked(cs.Name, cs.Pairs...)
-		if i < len(css)-1 && len(cs.Pairs) >= pipelineHashPairs {
-			hashing[cs.Name] = true
-			t := db.mu.trees[cs.Name]
+		if tk.pairs >= hashAfterApplyPairs {
+			// a corrupt snapshot is reported by Commit's SaveVersion
+			_ = tk.t.ComputeHashes()
+		}
+	}
+	workers := min(len(tasks), runtime.GOMAXPROCS(0))
+	if workers <= 1 || len(css) == 1 {
+		for _, tk := range tasks {
+			run(tk)
+		}
+	} else {
+		sort.SliceStable(tasks, func(a, b int) bool { return tasks[a].pairs > tasks[b].pairs })
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				// a corrupt snapshot is reported by Commit's SaveVersion
-				_ = t.ComputeHashes()
+				for {
+					k := int(next.Add(1)) - 1
+					if k >= len(tasks) {
+						return
+					}
+					run(tasks[k])
+				}
 			}()
 		}
+		wg.Wait()
 	}
-	return nil
+	// record what was applied, in the given order
+	applied := make(map[int]bool, len(css))
+	var first error
+	for _, tk := range tasks {
+		for _, i := range tk.css[:tk.done] {
+			applied[i] = true
+		}
+		if tk.err != nil && (first == nil) {
+			first = tk.err
+		}
+	}
+	for i, cs := range css {
+		if applied[i] {
+			db.addPendingLocked(cs.Name, cs.Pairs...)
+		}
+	}
+	return first
 }
 
-// pipelineHashPairs is the smallest change set whose tree ApplyChangeSets
-// hashes while it applies the next ones.
-const pipelineHashPairs = 64
+// hashAfterApplyPairs is the fewest pairs of a store for which
+// ApplyChangeSets hashes its tree right after applying them.
+const hashAfterApplyPairs = 64
 
 // Set sets key to value in store's working tree. The tree retains both.
 func (db *DB) Set(store string, key, value []byte) error {

@@ -103,22 +103,24 @@ func TestOpenCommitReopen(t *testing.T) {
 	}
 }
 
-// TestPipelinedHashing applies change sets large enough to be hashed while
-// the next ones apply, including a store named twice in one call and a
+// TestParallelApply applies change sets of several stores, which apply and
+// hash in parallel, including a store named twice in one call and a
 // failing change set, and checks every version's app hash against a
-// database fed the same pairs one Set or Delete at a time.
-func TestPipelinedHashing(t *testing.T) {
+// database fed the same pairs one Set or Delete at a time, and the logged
+// versions by reopening.
+func TestParallelApply(t *testing.T) {
 	r := testutil.Rand(t)
 	stores := []string{"a", "b", "c"}
-	open := func() *DB {
-		db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: stores, SnapshotInterval: 4})
+	pipedDir := t.TempDir()
+	open := func(dir string) *DB {
+		db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: stores, SnapshotInterval: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
 		return db
 	}
-	piped, single := open(), open()
+	piped, single := open(pipedDir), open(t.TempDir())
 	for v := 1; v <= 12; v++ {
 		var css []wal.ChangeSet
 		for _, name := range []string{"a", "b", "a", "c"} {
@@ -164,6 +166,13 @@ func TestPipelinedHashing(t *testing.T) {
 		if !bytes.Equal(a.Hash(), b.Hash()) {
 			t.Fatalf("version %d: app hash %x, one pair at a time %x", v, a.Hash(), b.Hash())
 		}
+	}
+	want := piped.LastCommitInfo().Hash()
+	if err := piped.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := open(pipedDir).LastCommitInfo().Hash(); !bytes.Equal(got, want) {
+		t.Fatalf("reopened with app hash %x, want %x", got, want)
 	}
 }
 
