@@ -15,11 +15,14 @@
 //
 // Every SnapshotInterval versions a background goroutine writes a snapshot of
 // the just committed, immutable version (trees in parallel), makes it durable,
-// points "current" at it, maps it and replays onto the new trees the log
-// entries committed meanwhile. A later Commit switches to the new trees after
-// replaying the few entries logged since the catch-up, a pause that depends on
-// the number of versions committed during the last catch-up step, not on the
-// state's size. Old snapshots beyond SnapshotKeepRecent and the log entries
+// points "current" at it and maps it. It then catches up with the versions
+// committed meanwhile by rebasing the latest committed trees onto the new
+// snapshot (memiavl.Rebaser): nodes up to the snapshot's version become
+// references into it, and only the nodes created since are copied, once. A
+// later Commit switches to the new trees after rebasing the few versions
+// committed since the last catch-up round, a pause that depends on the
+// changes of those versions, not on the state's size. Across store upgrades
+// the catch-up replays the log instead. Old snapshots beyond SnapshotKeepRecent and the log entries
 // before the oldest kept snapshot are then removed in the background. Close
 // cancels and joins all of it.
 //
@@ -50,17 +53,18 @@
 //     changed key, the leaf and the inner nodes on its path (128 bytes each,
 //     plus the key and value bytes, which are the caller's and are not
 //     copied). This grows with the number of changed nodes between snapshots.
-//   - A background rewrite's catch-up builds the versions committed during
-//     the write a second time, on the new snapshot's trees, until the switch
-//     drops the old trees: for that time the nodes of those versions exist
-//     twice (their key and value bytes once).
+//   - A background rewrite's catch-up copies the nodes created since the
+//     snapshot's version onto the new snapshot's trees, until the switch
+//     drops the old trees: for that time those nodes exist twice (their key
+//     and value bytes once), and copies made by earlier catch-up rounds
+//     stay reachable from the rebaser until the switch.
 //   - A read view, a background rewrite and every published version share
 //     those nodes with the working trees (copy-on-write): taking a view or
 //     starting a rewrite copies nothing.
 //   - The background rewrite streams each tree to disk in post-order with
-//     memory bounded by the tree height plus write buffers; its catch-up
-//     replays from the log, it does not hold the versions committed meanwhile
-//     in memory.
+//     memory bounded by the tree height plus write buffers. It records each
+//     written in-memory node's new index in the node itself (a spare field),
+//     so no map of the written nodes is allocated.
 //   - The log holds no second copy of values: synchronously it encodes an
 //     entry into a reused buffer while Commit runs; with AsyncCommitBuffer N
 //     its queue holds up to N entries that reference the same key and value
