@@ -549,30 +549,8 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
 			_ = tk.t.ComputeHashes()
 		}
 	}
-	workers := min(len(tasks), runtime.GOMAXPROCS(0))
-	if workers <= 1 || len(css) == 1 {
-		for _, tk := range tasks {
-			run(tk)
-		}
-	} else {
-		sort.SliceStable(tasks, func(a, b int) bool { return tasks[a].pairs > tasks[b].pairs })
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					k := int(next.Add(1)) - 1
-					if k >= len(tasks) {
-						return
-					}
-					run(tasks[k])
-				}
-			}()
-		}
-		wg.Wait()
-	}
+	sort.SliceStable(tasks, func(a, b int) bool { return tasks[a].pairs > tasks[b].pairs })
+	parallel(len(tasks), runtime.GOMAXPROCS(0), func(i int) { run(tasks[i]) })
 	// record what was applied, in the given order
 	applied := make(map[int]bool, len(css))
 	var first error
@@ -687,19 +665,10 @@ func (db *DB) hashTreesLocked() {
 	if len(changed) < 2 {
 		return
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, db.opts.RewriteConcurrency))
-	for _, t := range changed {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(t *memiavl.Tree) {
-			defer wg.Done()
-			// a corrupt snapshot is reported by Commit's SaveVersion
-			_ = t.ComputeHashes()
-			<-sem
-		}(t)
-	}
-	wg.Wait()
+	parallel(len(changed), db.opts.RewriteConcurrency, func(i int) {
+		// a corrupt snapshot is reported by Commit's SaveVersion
+		_ = changed[i].ComputeHashes()
+	})
 }
 
 // Commit saves the working version of every store, logs its changes and

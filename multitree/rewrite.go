@@ -112,7 +112,7 @@ func (db *DB) catchUp(res *rewriteResult, maps map[string]*memiavl.NodeMap) erro
 				vw.Release()
 				return nil
 			}
-			trees, err := rebaseAll(db.ctx, res.rebasers, vw.st.trees)
+			trees, err := rebaseAll(db.ctx, res.rebasers, vw.st.trees, db.opts.RewriteConcurrency)
 			vw.Release()
 			if err == nil {
 				res.trees, res.caughtUp = trees, vw.st.version
@@ -156,23 +156,30 @@ func newRebasers(trees map[string]*memiavl.Tree, maps map[string]*memiavl.NodeMa
 	return rbs
 }
 
-// rebaseAll rebases every store's tree; trees must hold exactly the
-// rewritten stores.
-func rebaseAll(ctx context.Context, rbs map[string]*memiavl.Rebaser, trees map[string]*memiavl.Tree) (map[string]*memiavl.Tree, error) {
+// rebaseAll rebases every store's tree, stores in parallel; trees must
+// hold exactly the rewritten stores.
+func rebaseAll(ctx context.Context, rbs map[string]*memiavl.Rebaser, trees map[string]*memiavl.Tree, workers int) (map[string]*memiavl.Tree, error) {
 	if len(trees) != len(rbs) {
 		return nil, errStoresChanged
 	}
-	out := make(map[string]*memiavl.Tree, len(trees))
-	for name, t := range trees {
-		rb, ok := rbs[name]
-		if !ok {
+	names := make([]string, 0, len(trees))
+	for name := range trees {
+		if rbs[name] == nil {
 			return nil, errStoresChanged
 		}
-		nt, err := rb.Rebase(ctx, t)
-		if err != nil {
-			return nil, fmt.Errorf("store %q: %w", name, err)
+		names = append(names, name)
+	}
+	rebased := make([]*memiavl.Tree, len(names))
+	errs := make([]error, len(names))
+	parallel(len(names), workers, func(i int) {
+		rebased[i], errs[i] = rbs[names[i]].Rebase(ctx, trees[names[i]])
+	})
+	out := make(map[string]*memiavl.Tree, len(names))
+	for i, name := range names {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("store %q: %w", name, errs[i])
 		}
-		out[name] = nt
+		out[name] = rebased[i]
 	}
 	return out, nil
 }
@@ -194,7 +201,7 @@ func (db *DB) switchIfDoneLocked() {
 	res := job.res
 	if res.err == nil && res.rebasers != nil && res.caughtUp < db.mu.version {
 		// copies the nodes created since the last catch-up round
-		if trees, err := rebaseAll(db.ctx, res.rebasers, db.mu.trees); err == nil {
+		if trees, err := rebaseAll(db.ctx, res.rebasers, db.mu.trees, db.opts.RewriteConcurrency); err == nil {
 			res.trees, res.caughtUp = trees, db.mu.version
 			db.rebases.Add(1)
 		} else if db.ctx.Err() == nil && !errors.Is(err, errStoresChanged) {
