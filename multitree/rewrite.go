@@ -107,7 +107,8 @@ func (db *DB) catchUp(res *rewriteResult, maps map[string]*memiavl.NodeMap) erro
 			if err != nil {
 				return err
 			}
-			gap := vw.st.version - res.caughtUp
+			latest := vw.st.version
+			gap := latest - res.caughtUp
 			if gap <= 0 || (prevGap >= 0 && gap >= prevGap) {
 				vw.Release()
 				return nil
@@ -115,12 +116,15 @@ func (db *DB) catchUp(res *rewriteResult, maps map[string]*memiavl.NodeMap) erro
 			trees, err := rebaseAll(db.ctx, res.rebasers, vw.st.trees, db.opts.RewriteConcurrency)
 			vw.Release()
 			if err == nil {
-				res.trees, res.caughtUp = trees, vw.st.version
+				res.trees, res.caughtUp = trees, latest
 				prevGap = gap
 				db.rebases.Add(1)
 				continue
 			}
-			if db.ctx.Err() == nil && !errors.Is(err, errStoresChanged) {
+			if db.ctx.Err() != nil {
+				return nil // closing: the switch never comes
+			}
+			if !errors.Is(err, errStoresChanged) {
 				db.rebaseErrs.Add(1)
 			}
 			res.rebasers = nil
