@@ -55,9 +55,10 @@ type DB struct {
 	}
 
 	// rebases counts the catch-up rounds and switches of background
-	// rewrites that rebased; rebaseErrs counts rebases that failed, after
-	// which the rewrite replayed the log instead (see catchUp).
-	rebases, rebaseErrs atomic.Int64
+	// rewrites that rebased; rebaseSkips those that could not because the
+	// stores changed, and rebaseErrs rebases that failed; after either the
+	// rewrite replays the log instead (see catchUp).
+	rebases, rebaseSkips, rebaseErrs atomic.Int64
 	// afterWrite, when set (by tests), runs in a background rewrite after
 	// its snapshot is written and mapped, before the catch-up.
 	afterWrite func(ctx context.Context, version int64)

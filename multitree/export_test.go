@@ -18,7 +18,8 @@ func DelayRewrites(db *DB, lag int64) {
 }
 
 // RebaseCounts returns how many catch-up rounds and switches of background
-// rewrites rebased, and how many rebases failed and fell back to the log.
-func RebaseCounts(db *DB) (rebased, failed int64) {
-	return db.rebases.Load(), db.rebaseErrs.Load()
+// rewrites rebased, how many could not because the stores had changed, and
+// how many rebases failed; after the last two the log is replayed.
+func RebaseCounts(db *DB) (rebased, skipped, failed int64) {
+	return db.rebases.Load(), db.rebaseSkips.Load(), db.rebaseErrs.Load()
 }

@@ -142,7 +142,7 @@ func TestReadersDuringCommits(t *testing.T) {
 	if snapVersion == 0 {
 		t.Fatal("no background rewrite was switched to")
 	}
-	if rebased, failed := RebaseCounts(db); rebased == 0 || failed != 0 {
+	if rebased, _, failed := RebaseCounts(db); rebased == 0 || failed != 0 {
 		t.Fatalf("%d catch-up rounds rebased, %d rebases failed", rebased, failed)
 	}
 	if err := db.Close(); err != nil {

@@ -124,9 +124,7 @@ func (db *DB) catchUp(res *rewriteResult, maps map[string]*memiavl.NodeMap) erro
 			if db.ctx.Err() != nil {
 				return nil // closing: the switch never comes
 			}
-			if !errors.Is(err, errStoresChanged) {
-				db.rebaseErrs.Add(1)
-			}
+			db.countRebaseFailure(err)
 			res.rebasers = nil
 		}
 		last := db.log.LastVersion()
@@ -145,6 +143,14 @@ func (db *DB) catchUp(res *rewriteResult, maps map[string]*memiavl.NodeMap) erro
 
 // errStoresChanged reports that the stores differ from the rewritten ones.
 var errStoresChanged = errors.New("multitree: stores changed since the snapshot")
+
+func (db *DB) countRebaseFailure(err error) {
+	if errors.Is(err, errStoresChanged) {
+		db.rebaseSkips.Add(1)
+	} else {
+		db.rebaseErrs.Add(1)
+	}
+}
 
 // newRebasers returns a rebaser per store onto the new trees, or nil if a
 // store's write was not mapped.
@@ -208,8 +214,8 @@ func (db *DB) switchIfDoneLocked() {
 		if trees, err := rebaseAll(db.ctx, res.rebasers, db.mu.trees, db.opts.RewriteConcurrency); err == nil {
 			res.trees, res.caughtUp = trees, db.mu.version
 			db.rebases.Add(1)
-		} else if db.ctx.Err() == nil && !errors.Is(err, errStoresChanged) {
-			db.rebaseErrs.Add(1)
+		} else if db.ctx.Err() == nil {
+			db.countRebaseFailure(err)
 		}
 	}
 	if res.err == nil {

@@ -91,7 +91,7 @@ func (c *chain) attach(db *multitree.DB) {
 
 // close closes c's database and counts its rebases.
 func (c *chain) close() {
-	rebased, failed := multitree.RebaseCounts(c.db)
+	rebased, _, failed := multitree.RebaseCounts(c.db)
 	c.rebased += rebased
 	c.rebaseErrs += failed
 	if err := c.db.Close(); err != nil {
