@@ -5,6 +5,7 @@ import (
 	"flag"
 	"math/rand"
 	"sort"
+	"strconv"
 	"testing"
 
 	"cosmossdk.io/log"
@@ -459,6 +460,87 @@ func TestLargeBatches(t *testing.T) {
 		w.save()
 	}
 	if err := w.ours.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExclusiveMutation: with SetExclusive, later versions update the
+// tree's own nodes in place; hashes stay iavl's, a Copy ends it (the copy
+// keeps its contents while the tree goes on), and an update of a present
+// key allocates nothing.
+func TestExclusiveMutation(t *testing.T) {
+	w := newWorkload(t, 0)
+	for v := 0; v < 3; v++ {
+		for i := 0; i < 300; i++ {
+			w.step()
+		}
+		w.save()
+	}
+	w.ours.SetExclusive(w.ours.Version())
+	var frozen *memiavl.Tree
+	var frozenHash []byte
+	for v := 0; v < scale(60, 20); v++ {
+		for i := 0; i < 200; i++ {
+			w.step()
+		}
+		if v%3 == 0 {
+			w.ours.SaveVersionDeferHash()
+			if _, _, err := w.ref.SaveVersion(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			w.save()
+		}
+		switch v {
+		case 10:
+			frozen = w.ours.Copy()
+			frozenHash = frozen.RootHash()
+		case 20:
+			w.ours.SetExclusive(w.ours.Version())
+		}
+	}
+	w.save()
+	w.compareGets(200)
+	if err := w.ours.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if frozen != nil {
+		if !bytes.Equal(frozen.RootHash(), frozenHash) {
+			t.Fatal("a copy changed after the tree it was taken from went on")
+		}
+		if err := frozen.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	tr, err := memiavl.New(memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([][]byte, 1000)
+	for i := range keys {
+		keys[i] = []byte("key-" + strconv.Itoa(10000+i))
+		if _, err := tr.Set(keys[i], []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	tr.SetExclusive(0)
+	value := []byte("updated")
+	i := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := tr.Set(keys[i%len(keys)], value); err != nil {
+			t.Fatal(err)
+		}
+		i += 37
+		tr.SaveVersionDeferHash()
+	})
+	if allocs != 0 {
+		t.Fatalf("an update of an exclusive tree allocates %v times", allocs)
+	}
+	if err := tr.Check(); err != nil {
 		t.Fatal(err)
 	}
 }

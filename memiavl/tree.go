@@ -41,6 +41,11 @@ type Tree struct {
 	// changes counts the Set and Remove calls since the root was last
 	// hashed: enough of them make hashing split across goroutines.
 	changes int
+	// With excl set, nodes of versions above exclAbove belong to this tree
+	// alone and are mutated in place like uncommitted ones (see
+	// SetExclusive).
+	excl      bool
+	exclAbove int64
 }
 
 // New returns an empty tree.
@@ -100,6 +105,9 @@ func (t *Tree) IsEmpty() bool { return t.root.isNil() }
 // The copy does not see t's later changes and t does not see the copy's. It is
 // cheap: no node is copied until one side mutates it.
 func (t *Tree) Copy() *Tree {
+	if t.excl { // only a tree nobody else reads has it set
+		t.excl = false // its nodes are shared from now on
+	}
 	return &Tree{pers: t.pers, root: t.saved, saved: t.saved, version: t.version, initial: t.initial}
 }
 
@@ -322,8 +330,9 @@ func (t *Tree) set(r ref, key, value []byte, v int64) (ref, bool) {
 			return memRef(&node{pfx: keyPrefix(key), k: bstr(key), height: 1, size: 2, version: v,
 				left: r, right: memRef(newLeaf(key, value, v))}), false
 		default:
-			if r.n != nil && r.n.version == v {
+			if r.n != nil && t.owns(r.n, v) {
 				r.n.v = bstr(value)
+				r.n.version = v
 				r.n.hashed = false
 				return r, true
 			}
@@ -385,11 +394,30 @@ func (t *Tree) remove(r ref, key []byte, v int64) (ref, []byte, bool) {
 	return memRef(t.balance(n, v)), nil, true
 }
 
+// owns reports whether n may be mutated in place at working version v: it
+// is uncommitted, or exclusive to the tree (SetExclusive).
+func (t *Tree) owns(n *node, v int64) bool {
+	return n.version == v || t.excl && n.version > t.exclAbove
+}
+
+// SetExclusive declares that the nodes of versions above v belong to this
+// tree alone: no Copy of the tree was taken since they were created and no
+// other goroutine reads them. Until ClearExclusive or the next Copy,
+// mutations then update those nodes in place, as they do uncommitted ones,
+// instead of copying them, which saves the copies (and their garbage) when
+// replaying many versions into a tree that nobody reads meanwhile.
+func (t *Tree) SetExclusive(v int64) { t.excl, t.exclAbove = true, v }
+
+// ClearExclusive ends SetExclusive: committed nodes are copied on mutation
+// again.
+func (t *Tree) ClearExclusive() { t.excl = false }
+
 // mutable returns an inner node of version v for r: r itself when it is an
 // uncommitted node of this version, otherwise a copy.
 func (t *Tree) mutable(r ref, v int64) *node {
 	if r.n != nil {
-		if r.n.version == v {
+		if t.owns(r.n, v) {
+			r.n.version = v
 			r.n.hashed = false
 			return r.n
 		}

@@ -218,13 +218,24 @@ func (db *DB) create() error {
 	return writeFileAtomic(db.dir, currentFileName, encodeCurrent(0))
 }
 
-// replay applies the log entries after version from, up to to, to trees.
-// Only the last version is hashed: the intermediate ones are saved with
-// deferred hashes, so nodes rewritten again later are never hashed.
+// replay applies the log entries after version from, up to to, to trees,
+// which must be at version from and read by nobody else meanwhile. Only
+// the last version is hashed: the intermediate ones are saved with
+// deferred hashes, so nodes rewritten again later are never hashed. The
+// nodes the replay creates are its own, so later versions update them in
+// place (memiavl.Tree.SetExclusive) instead of copying them.
 func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 	if to <= from {
 		return nil
 	}
+	for _, t := range trees {
+		t.SetExclusive(from)
+	}
+	defer func() {
+		for _, t := range trees {
+			t.ClearExclusive()
+		}
+	}()
 	if first := db.log.FirstVersion(); first == 0 || first > from+1 {
 		// An empty log or one that starts later is fine only when the
 		// first version to replay is the database's first version.
