@@ -61,6 +61,11 @@ func TestCrashChild(t *testing.T) {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
+	if os.Getenv("MEMIAVL_CRASH_DELAY") == "1" {
+		// every other child holds each rewrite back for a few commits,
+		// so that kills also land in catch-up rebases
+		DelayRewrites(db, 2)
+	}
 	for {
 		v := db.WorkingVersion()
 		if err := db.ApplyChangeSets(crashBlock(seed, v)); err != nil {
@@ -96,7 +101,8 @@ func TestCrashRecovery(t *testing.T) {
 	lastAcked := int64(0)
 	for round := 0; round < rounds; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
-		cmd.Env = append(os.Environ(), "MEMIAVL_CRASH_DIR="+dir, fmt.Sprintf("MEMIAVL_CRASH_SEED=%d", seed))
+		cmd.Env = append(os.Environ(), "MEMIAVL_CRASH_DIR="+dir, fmt.Sprintf("MEMIAVL_CRASH_SEED=%d", seed),
+			fmt.Sprintf("MEMIAVL_CRASH_DELAY=%d", round%2))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
