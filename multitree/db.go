@@ -415,10 +415,13 @@ func (db *DB) LastCommitInfo() *storetypes.CommitInfo {
 func (db *DB) Dir() string { return db.dir }
 
 // SnapshotVersion returns the version of the snapshot the working trees are
-// built on.
+// built on, 0 once the database is closed.
 func (db *DB) SnapshotVersion() int64 {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if db.mu.gen == nil {
+		return 0 // closed
+	}
 	return db.mu.gen.version
 }
 
@@ -628,6 +631,9 @@ func (db *DB) addPendingLocked(store string, pairs ...wal.KVPair) {
 func (db *DB) Get(store string, key []byte) ([]byte, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if db.mu.closed {
+		return nil, ErrClosed
+	}
 	t, ok := db.mu.trees[store]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownStore, store)
@@ -637,14 +643,16 @@ func (db *DB) Get(store string, key []byte) ([]byte, error) {
 
 // WorkingTree returns store's working tree for the writer's direct use
 // (reads, iteration); changes must go through Set, Delete or
-// ApplyChangeSets so that they are logged. nil if there is no such store.
+// ApplyChangeSets so that they are logged. nil if there is no such store or
+// the database is closed; the tree must not be used after Close.
 func (db *DB) WorkingTree(store string) *memiavl.Tree {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	return db.mu.trees[store]
+	return db.mu.trees[store] // nil once closed
 }
 
-// StoreNames returns the names of the working version's stores, sorted.
+// StoreNames returns the names of the working version's stores, sorted;
+// none once the database is closed.
 func (db *DB) StoreNames() []string {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -657,10 +665,14 @@ func (db *DB) StoreNames() []string {
 }
 
 // WorkingCommitInfo returns the commit info the next Commit will produce:
-// its Hash() is the app hash of the working version.
+// its Hash() is the app hash of the working version. It returns nil once
+// the database is closed.
 func (db *DB) WorkingCommitInfo() *storetypes.CommitInfo {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if db.mu.closed {
+		return nil
+	}
 	db.hashTreesLocked()
 	return commitInfo(db.mu.trees, db.workingVersionLocked())
 }
@@ -825,4 +837,6 @@ func (db *DB) releaseAll() {
 		db.mu.gen.release()
 		db.mu.gen = nil
 	}
+	// a closed handle pins no tree
+	db.mu.trees, db.mu.touched, db.mu.pending = nil, nil, wal.Entry{}
 }

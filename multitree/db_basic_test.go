@@ -288,3 +288,58 @@ func TestCatchUpAcrossUpgrades(t *testing.T) {
 		t.Fatal("reopened with another app hash")
 	}
 }
+
+// TestClosedHandle: after Close every method returns ErrClosed or a zero
+// value, never panics (the snapshots are unmapped by then), and the handle
+// no longer holds the trees.
+func TestClosedHandle(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set("a", []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Get("a", []byte("k")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Get: %v", err)
+	}
+	if db.WorkingTree("a") != nil || len(db.StoreNames()) != 0 || db.WorkingCommitInfo() != nil || db.SnapshotVersion() != 0 {
+		t.Error("a closed database still serves its working trees")
+	}
+	for name, err := range map[string]error{
+		"Set":               db.Set("a", []byte("k"), []byte("w")),
+		"Delete":            db.Delete("a", []byte("k")),
+		"ApplyChangeSets":   db.ApplyChangeSets([]wal.ChangeSet{{Name: "a"}}),
+		"ApplyUpgrades":     db.ApplyUpgrades(wal.Upgrades{Added: []string{"b"}}),
+		"RewriteSnapshot":   db.RewriteSnapshot(context.Background()),
+		"SetInitialVersion": db.SetInitialVersion(5),
+	} {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := db.Commit(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Commit: %v", err)
+	}
+	if _, err := db.View(); !errors.Is(err, ErrClosed) {
+		t.Errorf("View: %v", err)
+	}
+	if _, err := db.ViewAt(1); !errors.Is(err, ErrClosed) {
+		t.Errorf("ViewAt: %v", err)
+	}
+	if db.mu.trees != nil {
+		t.Error("the closed handle still references its trees")
+	}
+	if err := db.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
