@@ -51,12 +51,25 @@ func TestRebase(t *testing.T) {
 			w.save()
 		}
 	}
+	drain := func() { // removes every key and saves
+		for len(w.keys) > 0 {
+			k, i := w.pickKey()
+			w.remove(k)
+			w.keys[i] = w.keys[len(w.keys)-1]
+			w.keys = w.keys[:len(w.keys)-1]
+		}
+		w.save()
+	}
 	steps(5, 400)
-	cycles := scale(12, 6)
+	cycles := scale(15, 10)
 	for c := 0; c < cycles; c++ {
 		// versions between the tree's snapshot and the written one, and
-		// between the written one and the rebased one (0 in some cycles)
-		before, after := 1+c%3, []int{0, 1, 4}[c%3]
+		// between the written one and the rebased one (0 in some cycles:
+		// with both 0 the tree is its old snapshot's root)
+		before, after := (c+1)%4, []int{0, 1, 4}[c%3]
+		if c%5 == 4 {
+			drain() // an empty tree is written
+		}
 		steps(before, 300)
 		written := w.ours.Copy()
 		sdir := filepath.Join(dir, fmt.Sprint(c))
@@ -68,6 +81,9 @@ func TestRebase(t *testing.T) {
 			m, err = written.WriteSnapshotMapped(ctx, sdir)
 			done <- err
 		}()
+		if c%5 == 2 {
+			drain() // the rebased tree has no node of the written version
+		}
 		steps(after, 300)
 		if err := <-done; err != nil {
 			t.Fatal(err)
