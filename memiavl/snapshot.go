@@ -61,10 +61,51 @@ type snapshotWriter struct {
 	count int
 	m     *NodeMap // nil unless the write is mapped
 	inRun bool     // writing a subtree of t's snapshot that m maps as a run
+	sink  uint64   // see touchBelow
+}
+
+// prefetchDepth is how many levels below the node being written the walk
+// touches in-memory nodes ahead of writing them (see touchBelow).
+const prefetchDepth = 3
+
+// touchBelow touches the in-memory nodes depth levels below n: the first
+// word of each and, for a leaf, the first bytes of its key and value. The
+// walk is bound by memory latency, one miss per node and two per leaf when
+// each is reached; these loads do not depend on each other, so the
+// processor fetches them while the walk goes on, and every node is touched
+// once, by its ancestor depth levels up, before it is written. The nodes
+// between are already cached, touched earlier.
+func (sw *snapshotWriter) touchBelow(n *node, depth int) {
+	if n.height == 0 {
+		return
+	}
+	for _, c := range [2]*node{n.left.n, n.right.n} {
+		if c == nil {
+			continue
+		}
+		if depth > 1 {
+			sw.touchBelow(c, depth-1)
+			continue
+		}
+		sw.sink += uint64(c.height) + uint64(c.version)
+		if c.height == 0 {
+			if len(c.k) > 0 {
+				sw.sink += uint64(c.k[0])
+			}
+			if len(c.v) > 0 {
+				sw.sink += uint64(c.v[0])
+			}
+		}
+	}
 }
 
 func (sw *snapshotWriter) run(root ref) (err error) {
 	defer recoverCorrupt(&err)
+	if n := root.n; n != nil {
+		for d := 1; d < prefetchDepth; d++ {
+			sw.touchBelow(n, d) // the levels the walk does not touch ahead
+		}
+	}
 	return sw.write(root)
 }
 
@@ -101,6 +142,9 @@ func (sw *snapshotWriter) write(r ref) error {
 			sw.m.setIndex(r.n, sw.w.LeafCount()-1)
 		}
 		return nil
+	}
+	if r.n != nil {
+		sw.touchBelow(r.n, prefetchDepth)
 	}
 	if err := sw.write(t.leftOf(r)); err != nil {
 		return err
