@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/btree"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
 var benchKeys = flag.Int("memiavl.benchkeys", 1_000_000, "keys in the trees of the tree benchmarks")
@@ -254,4 +255,48 @@ func BenchmarkTreeWriteSnapshot(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tr.Size()), "ns/key")
+}
+
+// BenchmarkRebase rebases a tree onto a snapshot written 10 versions of
+// 1,000 updates earlier, the first catch-up round of a background rewrite:
+// every node changed since is copied once.
+func BenchmarkRebase(b *testing.B) {
+	d := getBenchData()
+	tr := loadOurs(b).Copy()
+	dir := b.TempDir()
+	m, err := tr.Copy().WriteSnapshotMapped(context.Background(), filepath.Join(dir, "s"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := snapshot.Open(filepath.Join(dir, "s"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	base, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for v := 0; v < 10; v++ {
+		keys, values := batchOps(v, d)
+		for j := range keys {
+			if _, err := tr.Set(keys[j], values[j]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, _, err := tr.SaveVersion(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rb, err := memiavl.NewRebaser(base, m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := rb.Rebase(context.Background(), tr.Copy()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
