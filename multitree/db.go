@@ -51,6 +51,10 @@ type DB struct {
 		rewrite  *rewriteJob              // running background rewrite
 		pruning  bool
 		bgErr    error // failure of a background job, reported by the next Commit
+		// broken is set when a change failed inside a tree (a corrupt
+		// snapshot): the working trees may then hold part of it, so no
+		// further change or commit is accepted.
+		broken error
 		lastSnap int64 // version of the newest snapshot written or being written
 	}
 
@@ -429,6 +433,9 @@ func (db *DB) writable() error {
 	if db.mu.closed {
 		return ErrClosed
 	}
+	if db.mu.broken != nil {
+		return fmt.Errorf("%w: an earlier change failed, reopen the database: %w", ErrCorrupt, db.mu.broken)
+	}
 	if db.opts.ReadOnly {
 		return ErrReadOnly
 	}
@@ -576,6 +583,9 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
 		if tk.err != nil && (first == nil) {
 			first = tk.err
 		}
+		if tk.err != nil {
+			db.breakOn(tk.err)
+		}
 	}
 	for i, cs := range css {
 		if applied[i] {
@@ -610,10 +620,20 @@ func (db *DB) write(store string, p wal.KVPair) error {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, store)
 	}
 	if err := applyPair(t, store, p); err != nil {
+		db.breakOn(err)
 		return err
 	}
 	db.addPendingLocked(store, p)
 	return nil
+}
+
+// breakOn marks the database broken after err, a failed change, if it came
+// from inside a tree: a corrupt snapshot met halfway through a change can
+// leave the working tree with part of it, which must not be committed.
+func (db *DB) breakOn(err error) {
+	if errors.Is(err, memiavl.ErrCorrupt) && db.mu.broken == nil {
+		db.mu.broken = err
+	}
 }
 
 func (db *DB) addPendingLocked(store string, pairs ...wal.KVPair) {
@@ -720,6 +740,7 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 	db.hashTreesLocked()
 	for name, t := range db.mu.trees {
 		if _, tv, err := t.SaveVersion(); err != nil {
+			db.breakOn(err) // the stores saved so far are a version ahead
 			return nil, err
 		} else if tv != v {
 			return nil, fmt.Errorf("%w: store %q saved version %d, expected %d", ErrCorrupt, name, tv, v)

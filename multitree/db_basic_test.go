@@ -5,9 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -341,5 +345,66 @@ func TestClosedHandle(t *testing.T) {
 	}
 	if err := db.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestCorruptSnapshotBreaksWrites: a change that meets a corrupt snapshot
+// fails with ErrCorrupt, and from then on the database refuses changes and
+// commits (the working trees may hold part of the change), while reads of
+// the last committed version go on.
+func TestCorruptSnapshotBreaksWrites(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2000; i++ {
+		if err := db.Set("a", []byte(fmt.Sprintf("k%05d", i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := db.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// break the layout of every branch record (Open checks only the meta)
+	path := filepath.Join(dir, snapshotDirName(1), treeDirName("a"), snapshot.FileBranches)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off+snapshot.RecordSize <= len(b); off += snapshot.RecordSize {
+		b[off+50], b[off+51] = 0, 0 // key leaf before the first leaf
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, Options{SnapshotInterval: -1}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.ApplyChangeSets([]wal.ChangeSet{{Name: "a", Pairs: []wal.KVPair{{Key: []byte("k00007"), Value: []byte("w")}}}})
+	if !errors.Is(err, memiavl.ErrCorrupt) {
+		t.Fatalf("change over a corrupt snapshot: %v", err)
+	}
+	if err := db.Set("a", []byte("x"), []byte("y")); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Set after the failure: %v", err)
+	}
+	if _, err := db.Commit(); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Commit after the failure: %v", err)
+	}
+	v, err := db.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	if v.Version() != info.Version || !bytes.Equal(v.CommitInfo().Hash(), info.Hash()) {
+		t.Error("the last committed version is no longer served")
 	}
 }
