@@ -40,21 +40,21 @@ type DB struct {
 	// mu serializes the writer. Lock order: mu, then views.mu.
 	mu struct {
 		sync.Mutex
-		closed   bool
-		trees    map[string]*memiavl.Tree // working trees
-		gen      *generation              // snapshots under trees; the DB holds one reference
-		version  int64                    // last committed version
-		initial  int64                    // initial version
-		info     *storetypes.CommitInfo   // of version
-		pending  wal.Entry                // changes of the working version
-		touched  map[string]bool          // stores changed in the working version
-		rewrite  *rewriteJob              // running background rewrite
-		pruning  bool
-		bgErr    error // failure of a background job, reported by the next Commit
+		closed  bool
+		trees   map[string]*memiavl.Tree // working trees
+		gen     *generation              // snapshots under trees; the DB holds one reference
+		version int64                    // last committed version
+		initial int64                    // initial version
+		info    *storetypes.CommitInfo   // of version
+		pending wal.Entry                // changes of the working version
+		touched map[string]bool          // stores changed in the working version
+		rewrite *rewriteJob              // running background rewrite
+		pruning bool
+		bgErr   error // failure of a background job, reported by the next Commit
 		// broken is set when a change failed inside a tree (a corrupt
 		// snapshot): the working trees may then hold part of it, so no
 		// further change or commit is accepted.
-		broken error
+		broken   error
 		lastSnap int64 // version of the newest snapshot written or being written
 	}
 

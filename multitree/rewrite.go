@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 )
@@ -15,10 +14,10 @@ import (
 const maxCatchUpRounds = 8
 
 // rewriteJob is a background snapshot rewrite. Its goroutine writes the
-// snapshot of an immutable version, maps it, rebases the latest committed
-// version onto it and replays the log entries committed after that onto the
-// new trees; the writer switches to them at a later Commit, replaying only
-// the few entries logged since.
+// snapshot of an immutable version, maps it and catches up with the
+// versions committed meanwhile (see catchUp); the writer switches to the new
+// trees at a later Commit, which catches up with the few versions committed
+// since.
 type rewriteJob struct {
 	version int64
 	done    chan struct{} // closed when res is set
@@ -195,8 +194,9 @@ func rebaseAll(ctx context.Context, rbs map[string]*memiavl.Rebaser, trees map[s
 }
 
 // switchIfDoneLocked switches the working trees to a finished rewrite's.
-// The pause is the replay of the versions committed since the rewrite's
-// catch-up, which does not depend on the size of the state.
+// The pause is the rebase (or, across store upgrades, the replay) of the
+// versions committed since the rewrite's catch-up, which does not depend on
+// the size of the state.
 func (db *DB) switchIfDoneLocked() {
 	job := db.mu.rewrite
 	if job == nil {
@@ -322,40 +322,34 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 		return err
 	}
 	meta := metadata{Version: version, InitialVersion: initial}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, max(1, concurrency))
-	)
+	names := make([]string, 0, len(trees))
 	for name, t := range trees {
 		if t.Version() != version {
 			return fmt.Errorf("%w: store %q is at version %d, snapshot %d", ErrCorrupt, name, t.Version(), version)
 		}
 		meta.Stores = append(meta.Stores, storeInfo{Name: name, Hash: t.RootHash()})
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(name string, t *memiavl.Tree) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			tdir := filepath.Join(tmp, treeDirName(name))
-			var m *memiavl.NodeMap
-			var err error
-			if maps != nil {
-				m, err = t.WriteSnapshotMapped(ctx, tdir)
-			} else {
-				err = t.WriteSnapshot(ctx, tdir)
-			}
-			mu.Lock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("store %q: %w", name, err))
-			} else if maps != nil {
-				maps[name] = m
-			}
-			mu.Unlock()
-		}(name, t)
+		names = append(names, name)
 	}
-	wg.Wait()
+	nodeMaps := make([]*memiavl.NodeMap, len(names))
+	errs := make([]error, len(names))
+	parallel(len(names), concurrency, func(i int) {
+		t, tdir := trees[names[i]], filepath.Join(tmp, treeDirName(names[i]))
+		if maps != nil {
+			nodeMaps[i], errs[i] = t.WriteSnapshotMapped(ctx, tdir)
+		} else {
+			errs[i] = t.WriteSnapshot(ctx, tdir)
+		}
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("store %q: %w", names[i], errs[i])
+		}
+	})
+	if maps != nil {
+		for i, name := range names {
+			if errs[i] == nil {
+				maps[name] = nodeMaps[i]
+			}
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		_ = os.RemoveAll(tmp)
 		return err
