@@ -13,17 +13,22 @@ import (
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // TreeStore is the CommitKVStore of one store of the database: the working
 // tree of that store, as rootmulti mounts an iavl.Store per module.
 //
-// Reads go straight to the working tree; writes go through the database
-// (DB.Set, DB.Delete) so that they are logged. Like iavl.Store it follows the
+// Writes are buffered in the store and applied to the database (which logs
+// them) in one batch: all stores' batches together, as parallel per-store
+// tasks (multitree.DB.ApplyChangeSets), when the multistore computes the
+// working hash or commits, or this store's batch alone before any read of the
+// store, so reads always see every earlier write. Like iavl.Store it follows the
 // KVStore contract: Set panics on a nil or empty key and on a nil value
 // (types.AssertValidKey, types.AssertValidValue); a failure of the database
 // (closed, corrupt) panics with the error, as iavl.Store does for its tree's
-// errors. Deleting a nil key is a no-op, as in iavl.
+// errors, when the batch holding the write is applied. Deleting a nil key is
+// a no-op, as in iavl.
 //
 // A TreeStore belongs to the writer: it is used by the goroutine that
 // executes blocks (the SDK serializes block execution, CheckTx and ABCI
@@ -39,6 +44,8 @@ type TreeStore struct {
 	// operation that may replace it (Commit, store upgrades, reloads).
 	tree     *memiavl.Tree
 	zeroCopy bool
+	// pending are the writes not yet applied to the database, in order.
+	pending []wal.KVPair
 }
 
 var (
@@ -63,6 +70,7 @@ func (st *TreeStore) CacheWrapWithTrace(w io.Writer, tc types.TraceContext) type
 
 // Get implements types.KVStore. It returns nil for an absent key.
 func (st *TreeStore) Get(key []byte) []byte {
+	st.flush()
 	var v []byte
 	var err error
 	if st.zeroCopy {
@@ -78,6 +86,7 @@ func (st *TreeStore) Get(key []byte) []byte {
 
 // Has implements types.KVStore.
 func (st *TreeStore) Has(key []byte) bool {
+	st.flush()
 	ok, err := st.tree.Has(key)
 	if err != nil {
 		panic(fmt.Errorf("memiavl: store %q: has %X: %w", st.name, key, err))
@@ -90,9 +99,7 @@ func (st *TreeStore) Has(key []byte) bool {
 func (st *TreeStore) Set(key, value []byte) {
 	types.AssertValidKey(key)
 	types.AssertValidValue(value)
-	if err := st.db.Set(st.name, key, value); err != nil {
-		panic(fmt.Errorf("memiavl: set %X: %w", key, err))
-	}
+	st.pending = append(st.pending, wal.KVPair{Key: key, Value: value})
 }
 
 // Delete implements types.KVStore.
@@ -100,8 +107,18 @@ func (st *TreeStore) Delete(key []byte) {
 	if key == nil {
 		return
 	}
-	if err := st.db.Delete(st.name, key); err != nil {
-		panic(fmt.Errorf("memiavl: delete %X: %w", key, err))
+	st.pending = append(st.pending, wal.KVPair{Delete: true, Key: key})
+}
+
+// flush applies the store's pending writes to the database.
+func (st *TreeStore) flush() {
+	if len(st.pending) == 0 {
+		return
+	}
+	css := []wal.ChangeSet{{Name: st.name, Pairs: st.pending}}
+	st.pending = nil
+	if err := st.db.ApplyChangeSets(css); err != nil {
+		panic(fmt.Errorf("memiavl: store %q: write: %w", st.name, err))
 	}
 }
 
@@ -118,6 +135,7 @@ func (st *TreeStore) ReverseIterator(start, end []byte) types.Iterator {
 }
 
 func (st *TreeStore) iterator(start, end []byte, ascending bool) types.Iterator {
+	st.flush()
 	it := st.tree.Iterator(start, end, ascending)
 	if st.zeroCopy {
 		return it
@@ -148,7 +166,10 @@ func (st *TreeStore) LastCommitID() types.CommitID {
 }
 
 // WorkingHash implements types.Committer: the root hash of the working tree.
-func (st *TreeStore) WorkingHash() []byte { return st.tree.RootHash() }
+func (st *TreeStore) WorkingHash() []byte {
+	st.flush()
+	return st.tree.RootHash()
+}
 
 // SetPruning implements types.Committer. It is a no-op: history is kept as
 // snapshots (Config.SnapshotKeepRecent), not pruned by height.

@@ -121,6 +121,7 @@ func (s *MultiStore) DB() *multitree.DB { return s.db }
 // anyway.
 func (s *MultiStore) RewriteSnapshot(ctx context.Context) error {
 	db := s.mustDB()
+	s.flushWrites()
 	err := db.RewriteSnapshot(ctx)
 	s.refreshTrees()
 	return err
@@ -517,7 +518,27 @@ func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
 // WorkingHash implements types.Committer: the app hash the next Commit
 // returns.
 func (s *MultiStore) WorkingHash() []byte {
-	return s.mustDB().WorkingCommitInfo().Hash()
+	db := s.mustDB()
+	s.flushWrites()
+	return db.WorkingCommitInfo().Hash()
+}
+
+// flushWrites applies the pending writes of every tree store in one batch:
+// the stores' changes are applied, and their trees hashed, in parallel.
+func (s *MultiStore) flushWrites() {
+	var css []wal.ChangeSet
+	for _, st := range s.trees {
+		if len(st.pending) > 0 {
+			css = append(css, wal.ChangeSet{Name: st.name, Pairs: st.pending})
+			st.pending = nil
+		}
+	}
+	if len(css) == 0 {
+		return
+	}
+	if err := s.db.ApplyChangeSets(css); err != nil {
+		panic(fmt.Errorf("memiavl: write: %w", err))
+	}
 }
 
 // Commit implements types.Committer. It commits every IAVL store as one
@@ -529,6 +550,7 @@ func (s *MultiStore) WorkingHash() []byte {
 func (s *MultiStore) Commit() types.CommitID {
 	defer s.metrics.MeasureSince("store", "memiavl", "commit")
 	db := s.mustDB()
+	s.flushWrites()
 	info, err := db.Commit()
 	if err != nil {
 		if info == nil || !errors.Is(err, multitree.ErrRewrite) {
@@ -585,6 +607,7 @@ func (s *MultiStore) SetInitialVersion(version int64) error {
 	if s.db == nil || s.db.Version() != 0 {
 		return nil
 	}
+	s.flushWrites()
 	return s.db.SetInitialVersion(version)
 }
 

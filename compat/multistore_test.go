@@ -354,6 +354,94 @@ func TestLoadOlderVersionAndRollback(t *testing.T) {
 	}
 }
 
+// TestBufferedWrites checks that writes to the tree stores, which are
+// applied to the database in batches, are seen by every read of the working
+// version, by WorkingHash and by Commit, land in the database, and are
+// discarded by a reload, as with rootmulti.
+func TestBufferedWrites(t *testing.T) {
+	r := testutil.Rand(t)
+	p := newPair(t, smallMount)
+	p.commitRandom(r, []string{"a", "b"}, 20)
+	both := func(name string, f func(s types.KVStore) any) {
+		t.Helper()
+		ours, oracle := p.ours.GetKVStore(p.keys[name]), p.oracle.GetKVStore(p.keys[name])
+		if got, want := outcome(func() any { return f(ours) }), outcome(func() any { return f(oracle) }); got != want {
+			t.Fatalf("store %s: %s, rootmulti %s", name, got, want)
+		}
+	}
+	dump := func(s types.KVStore) any {
+		it := s.Iterator(nil, nil)
+		defer it.Close()
+		var b strings.Builder
+		for ; it.Valid(); it.Next() {
+			fmt.Fprintf(&b, "%s=%s ", it.Key(), it.Value())
+		}
+		return b.String()
+	}
+	for round := 0; round < 30; round++ {
+		// writes to both stores, then one kind of read (or none)
+		for i, n := 0, r.Intn(40); i < n; i++ {
+			name := []string{"a", "b"}[r.Intn(2)]
+			k := fmt.Appendf(nil, "k%03d", r.Intn(200))
+			if r.Intn(4) == 0 {
+				both(name, func(s types.KVStore) any { s.Delete(k); return nil })
+			} else {
+				v := fmt.Appendf(nil, "w%d", r.Int())
+				both(name, func(s types.KVStore) any { s.Set(k, v); return nil })
+			}
+		}
+		k := fmt.Appendf(nil, "k%03d", r.Intn(200))
+		name := []string{"a", "b"}[r.Intn(2)]
+		switch r.Intn(6) {
+		case 0:
+			both(name, func(s types.KVStore) any { return fmt.Sprintf("%q", s.Get(k)) })
+		case 1:
+			both(name, func(s types.KVStore) any { return s.Has(k) })
+		case 2:
+			both(name, dump)
+		case 3:
+			both(name, func(s types.KVStore) any {
+				it := s.ReverseIterator(nil, k)
+				defer it.Close()
+				if !it.Valid() {
+					return "none"
+				}
+				return fmt.Sprintf("%s=%s", it.Key(), it.Value())
+			})
+		case 4:
+			if a, b := p.ours.WorkingHash(), p.oracle.WorkingHash(); !bytes.Equal(a, b) {
+				t.Fatalf("working hash %X, rootmulti %X", a, b)
+			}
+		}
+		if r.Intn(3) == 0 {
+			a, b := p.ours.Commit(), p.oracle.Commit()
+			if a.Version != b.Version || !bytes.Equal(a.Hash, b.Hash) {
+				t.Fatalf("commit %v, rootmulti %v", a, b)
+			}
+			// committed writes are in the database itself
+			for _, name := range []string{"a", "b"} {
+				want := p.oracle.GetKVStore(p.keys[name]).Get(k)
+				got, err := p.ours.DB().Get(name, k)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("database %s/%s = %q, %v; rootmulti %q", name, k, got, err, want)
+				}
+			}
+		}
+	}
+	// uncommitted writes are discarded by a reload
+	if a, b := p.ours.Commit(), p.oracle.Commit(); !bytes.Equal(a.Hash, b.Hash) {
+		t.Fatalf("commit %v, rootmulti %v", a, b)
+	}
+	p.ours.GetKVStore(p.keys["a"]).Set([]byte("k000"), []byte("discarded"))
+	p.ours.GetKVStore(p.keys["b"]).Delete([]byte("k001"))
+	if err := p.ours.LoadLatestVersion(); err != nil {
+		t.Fatal(err)
+	}
+	both("a", dump)
+	both("b", dump)
+	p.commitRandom(r, []string{"a", "b"}, 5)
+}
+
 // TestHistoricalBranchLifetime checks that a historical branch holds no view
 // between reads: once its version is evicted and unmapped, reads fail with
 // ErrVersionReleased instead of touching unmapped memory.
