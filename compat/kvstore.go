@@ -115,11 +115,19 @@ func (st *TreeStore) flush() {
 	if len(st.pending) == 0 {
 		return
 	}
-	css := []wal.ChangeSet{{Name: st.name, Pairs: st.pending}}
-	st.pending = nil
-	if err := st.db.ApplyChangeSets(css); err != nil {
+	err := st.db.ApplyChangeSets([]wal.ChangeSet{{Name: st.name, Pairs: st.pending}})
+	st.reset()
+	if err != nil {
 		panic(fmt.Errorf("memiavl: store %q: write: %w", st.name, err))
 	}
+}
+
+// reset empties the buffer for reuse once the database has applied it (it
+// copies the pairs it logs, and the trees keep keys and values, not the
+// buffer).
+func (st *TreeStore) reset() {
+	clear(st.pending)
+	st.pending = st.pending[:0]
 }
 
 // Iterator implements types.KVStore: ascending over [start, end), a nil

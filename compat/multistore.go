@@ -530,13 +530,16 @@ func (s *MultiStore) flushWrites() {
 	for _, st := range s.trees {
 		if len(st.pending) > 0 {
 			css = append(css, wal.ChangeSet{Name: st.name, Pairs: st.pending})
-			st.pending = nil
 		}
 	}
 	if len(css) == 0 {
 		return
 	}
-	if err := s.db.ApplyChangeSets(css); err != nil {
+	err := s.db.ApplyChangeSets(css)
+	for _, st := range s.trees {
+		st.reset()
+	}
+	if err != nil {
 		panic(fmt.Errorf("memiavl: write: %w", err))
 	}
 }

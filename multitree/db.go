@@ -514,7 +514,8 @@ func (db *DB) ApplyUpgrades(u wal.Upgrades) error {
 }
 
 // ApplyChangeSets applies changes to the working trees. Keys and values are
-// retained: the caller must not modify them afterwards. The names are all
+// retained: the caller must not modify them afterwards; the slices of pairs
+// are not, and may be reused once the call returns. The names are all
 // checked first: an unknown store fails the call before any change. The
 // stores apply in parallel (a store named several times applies its change
 // sets in order), and a store with many changes is hashed right after
