@@ -121,9 +121,11 @@ func lookupRun(runs []run, i uint64) (uint64, bool) {
 // with the versions committed while it wrote.
 //
 // In a rebased tree, the nodes of versions up to the written one are
-// references into the new snapshot; the later ones are copied, sharing
-// their keys and values, except bytes that lie in the old snapshot, which
-// are taken from the new snapshot or from the copied leaves. Rebasing again
+// references into the new snapshot. The later leaves are shared with the
+// tree rebased (they refer to no node), unless their key or value lies in
+// the old snapshot: those are copied with copies of the bytes. The later
+// branches are copied, sharing their keys, except keys that lie in the old
+// snapshot, which are taken from the new snapshot or the rebased leaves. Rebasing again
 // at a later version copies only the nodes created since the previous
 // Rebase and reuses the earlier copies, so a sequence of rebases costs one
 // copy per node changed since the written version, whatever the size of
@@ -165,8 +167,9 @@ func (rb *Rebaser) Version() int64 { return rb.version }
 
 // Rebase returns a tree at t's last saved version on the new snapshot. t is
 // a copy of the written tree at the version last rebased or later, still on
-// the snapshot the write read from; it is only read, and the result shares
-// no node with it.
+// the snapshot the write read from; it is only read. The result shares with
+// it only leaves later than the written version, none of which holds bytes
+// of the old snapshot.
 func (rb *Rebaser) Rebase(ctx context.Context, t *Tree) (_ *Tree, err error) {
 	if rb.err != nil {
 		return nil, rb.err
@@ -245,6 +248,9 @@ func (g *grafter) graft(r ref) ref {
 			np = snapshot.LeafRef(i)
 		}
 		return g.mapped(np, n.hash[:])
+	case n.height == 0 && !g.holdsOld(n):
+		// a later leaf has no references to move: shared, never copied
+		return memRef(n)
 	case n.version <= rb.version: // copied by an earlier Rebase
 		if n.snap == 0 || int(n.snap) > len(rb.copies) {
 			g.fail("node of version %d was not rebased", n.version)
@@ -259,9 +265,8 @@ func (g *grafter) graft(r ref) ref {
 		version: n.version, size: n.size, hash: n.hash}
 	old := g.t.pers.s
 	if n.height == 0 {
-		if old != nil && (old.Holds(n.key()) || old.Holds(n.value())) {
-			c.k, c.v = string(n.key()), string(n.value()) // copies
-		}
+		// its key or value lies in the old snapshot
+		c.k, c.v = string(n.key()), string(n.value()) // copies
 	} else {
 		c.left = g.graft(n.left)
 		c.right = g.graft(n.right)
@@ -280,6 +285,13 @@ func (g *grafter) graft(r ref) ref {
 	rb.copies = append(rb.copies, c)
 	n.snap = uint32(len(rb.copies))
 	return memRef(c)
+}
+
+// holdsOld reports whether a leaf's key or value lies in the old snapshot's
+// mapping.
+func (g *grafter) holdsOld(n *node) bool {
+	old := g.t.pers.s
+	return old != nil && (old.Holds(n.key()) || old.Holds(n.value()))
 }
 
 // mapped returns the reference to the new snapshot's node np after checking
