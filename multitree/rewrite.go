@@ -60,6 +60,9 @@ func (db *DB) maybeStartRewriteLocked() {
 		job.res = res
 		maps := map[string]*memiavl.NodeMap{}
 		res.err = writeSnapshotDir(db.ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency, maps)
+		// the written trees hold every node the live trees have replaced
+		// since; they must not stay reachable through the catch-up
+		copies = nil
 		gen.release()
 		if res.err == nil {
 			// the log must be durable up to the snapshot before current
