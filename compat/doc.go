@@ -10,8 +10,11 @@
 //
 // # Reads and writes
 //
-// The mounted IAVL stores read the database's working trees directly and
-// write through the database, which logs each block's changes. Cache
+// The mounted IAVL stores read the database's working trees directly. Their
+// writes are buffered per store and applied through the database, which logs
+// each block's changes: all stores' buffers at once, in parallel per store,
+// by WorkingHash and Commit, and one store's buffer before any read of that
+// store, so reads see every earlier write. Cache
 // branches (CacheMultiStore) are the SDK's cachemulti and cachekv over them.
 // Historical branches (CacheMultiStoreWithVersion) and queries read committed
 // versions through database views kept in a small cache; see views.go for
