@@ -107,7 +107,9 @@ func NewMultiStore(dir string, logger log.Logger, cfg Config) (*MultiStore, erro
 	}, nil
 }
 
-// DB returns the database, nil before a load, for reads and inspection.
+// DB returns the database, nil before a load, for reads and inspection. Its
+// working trees lack the stores' writes still buffered (see TreeStore) until
+// WorkingHash or Commit applies them, or a read of the store does.
 // Changes must go through the multistore: writes through its stores, commits
 // through Commit, snapshot rewrites through RewriteSnapshot. The stores read
 // the database's working trees, which those methods keep them pointed at; a
