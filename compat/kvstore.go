@@ -111,23 +111,30 @@ func (st *TreeStore) Delete(key []byte) {
 }
 
 // flush applies the store's pending writes to the database.
-func (st *TreeStore) flush() {
-	if len(st.pending) == 0 {
+func (st *TreeStore) flush() { applyPending(st.db, st) }
+
+// applyPending applies the pending writes of stores to db in one
+// ApplyChangeSets call (the stores in parallel) and empties their buffers
+// for reuse: the database copies the pairs it logs, and the trees keep keys
+// and values, not the buffers. A failure panics.
+func applyPending(db *multitree.DB, stores ...*TreeStore) {
+	var css []wal.ChangeSet
+	for _, st := range stores {
+		if len(st.pending) > 0 {
+			css = append(css, wal.ChangeSet{Name: st.name, Pairs: st.pending})
+		}
+	}
+	if len(css) == 0 {
 		return
 	}
-	err := st.db.ApplyChangeSets([]wal.ChangeSet{{Name: st.name, Pairs: st.pending}})
-	st.reset()
-	if err != nil {
-		panic(fmt.Errorf("memiavl: store %q: write: %w", st.name, err))
+	err := db.ApplyChangeSets(css)
+	for _, st := range stores {
+		clear(st.pending)
+		st.pending = st.pending[:0]
 	}
-}
-
-// reset empties the buffer for reuse once the database has applied it (it
-// copies the pairs it logs, and the trees keep keys and values, not the
-// buffer).
-func (st *TreeStore) reset() {
-	clear(st.pending)
-	st.pending = st.pending[:0]
+	if err != nil {
+		panic(fmt.Errorf("memiavl: write: %w", err))
+	}
 }
 
 // Iterator implements types.KVStore: ascending over [start, end), a nil

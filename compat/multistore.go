@@ -527,24 +527,7 @@ func (s *MultiStore) WorkingHash() []byte {
 
 // flushWrites applies the pending writes of every tree store in one batch:
 // the stores' changes are applied, and their trees hashed, in parallel.
-func (s *MultiStore) flushWrites() {
-	var css []wal.ChangeSet
-	for _, st := range s.trees {
-		if len(st.pending) > 0 {
-			css = append(css, wal.ChangeSet{Name: st.name, Pairs: st.pending})
-		}
-	}
-	if len(css) == 0 {
-		return
-	}
-	err := s.db.ApplyChangeSets(css)
-	for _, st := range s.trees {
-		st.reset()
-	}
-	if err != nil {
-		panic(fmt.Errorf("memiavl: write: %w", err))
-	}
-}
+func (s *MultiStore) flushWrites() { applyPending(s.db, s.trees...) }
 
 // Commit implements types.Committer. It commits every IAVL store as one
 // version of the database (logging it per Config), resets the transient

@@ -125,11 +125,11 @@ func lookupRun(runs []run, i uint64) (uint64, bool) {
 // tree rebased (they refer to no node), unless their key or value lies in
 // the old snapshot: those are copied with copies of the bytes. The later
 // branches are copied, sharing their keys, except keys that lie in the old
-// snapshot, which are taken from the new snapshot or the rebased leaves. Rebasing again
-// at a later version copies only the nodes created since the previous
-// Rebase and reuses the earlier copies, so a sequence of rebases costs one
-// copy per node changed since the written version, whatever the size of
-// the tree.
+// snapshot, which are taken from the new snapshot or the rebased leaves.
+// Rebasing again at a later version copies only the nodes created since the
+// previous Rebase and reuses the earlier copies, so a sequence of rebases
+// costs one copy per node changed since the written version, whatever the
+// size of the tree.
 //
 // Every node a rebase reuses or maps is checked against the node it stands
 // for by hash, so a map or a tree that does not fit gives ErrRebase, never a
