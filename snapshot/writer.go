@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -326,29 +327,47 @@ func (w *Writer) Finish() error {
 	}
 	for i := range w.files {
 		df := &w.files[i]
-		name := dataFileNames[i]
 		if err := df.buf.Flush(); err != nil {
-			return w.fail(fmt.Errorf("snapshot: write %s: %w", name, err))
-		}
-		if err := df.f.Sync(); err != nil {
-			return w.fail(fmt.Errorf("snapshot: sync %s: %w", name, err))
-		}
-		err := df.f.Close()
-		df.f = nil
-		if err != nil {
-			return w.fail(fmt.Errorf("snapshot: close %s: %w", name, err))
+			return w.fail(fmt.Errorf("snapshot: write %s: %w", dataFileNames[i], err))
 		}
 		m.files[i] = fileInfo{length: df.n, crc: df.crc}
 	}
+	// The data files are synced while the lookup table is built: the
+	// fsyncs wait on the disk, the build on the processor.
+	syncErrs := make([]error, len(w.files))
+	var wg sync.WaitGroup
+	for i := range w.files {
+		wg.Add(1)
+		go func(df *dataFile) {
+			defer wg.Done()
+			if err := df.f.Sync(); err != nil {
+				syncErrs[i] = fmt.Errorf("snapshot: sync %s: %w", dataFileNames[i], err)
+			}
+		}(&w.files[i])
+	}
 	crc, err := w.hashes.build(w.lookup, w.leafCount)
 	if err != nil {
-		return w.fail(fmt.Errorf("snapshot: build %s: %w", FileLookup, err))
+		err = fmt.Errorf("snapshot: build %s: %w", FileLookup, err)
+	} else if serr := w.lookup.Sync(); serr != nil {
+		err = fmt.Errorf("snapshot: sync %s: %w", FileLookup, serr)
+	}
+	wg.Wait()
+	if err != nil {
+		return w.fail(err)
+	}
+	if err := errors.Join(syncErrs...); err != nil {
+		return w.fail(err)
+	}
+	for i := range w.files {
+		df := &w.files[i]
+		err := df.f.Close()
+		df.f = nil
+		if err != nil {
+			return w.fail(fmt.Errorf("snapshot: close %s: %w", dataFileNames[i], err))
+		}
 	}
 	if err := w.hashes.close(); err != nil {
 		return w.fail(fmt.Errorf("snapshot: remove key hashes: %w", err))
-	}
-	if err := w.lookup.Sync(); err != nil {
-		return w.fail(fmt.Errorf("snapshot: sync %s: %w", FileLookup, err))
 	}
 	err = w.lookup.Close()
 	w.lookup = nil
