@@ -181,6 +181,7 @@ func rebaseAll(ctx context.Context, rbs map[string]*memiavl.Rebaser, trees map[s
 		}
 		names = append(names, name)
 	}
+	largestFirst(names, trees)
 	rebased := make([]*memiavl.Tree, len(names))
 	errs := make([]error, len(names))
 	parallel(len(names), workers, func(i int) {
@@ -333,6 +334,7 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 		meta.Stores = append(meta.Stores, storeInfo{Name: name, Hash: t.RootHash()})
 		names = append(names, name)
 	}
+	largestFirst(names, trees)
 	nodeMaps := make([]*memiavl.NodeMap, len(names))
 	errs := make([]error, len(names))
 	parallel(len(names), concurrency, func(i int) {
