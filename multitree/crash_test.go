@@ -142,44 +142,58 @@ func TestCrashRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: reopen after kill: %v", round, err)
 		}
-		v := db.Version()
-		if v < lastAcked {
-			t.Fatalf("round %d: reopened at %d, but %d was acknowledged", round, v, lastAcked)
-		}
-		for ; refVersion < v; refVersion++ {
-			if err := applyEntry(ref, wal.Entry{Version: refVersion + 1, ChangeSets: crashBlock(seed, refVersion+1)}, true); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want := commitInfo(ref, v).Hash()
-		if got := db.LastCommitInfo().Hash(); !bytes.Equal(got, want) {
-			t.Fatalf("round %d: version %d app hash %X, want %X", round, v, got, want)
-		}
-		view, err := db.View()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range crashStores {
-			a := ref[name].Iterator(nil, nil, true)
-			b := view.Tree(name).Iterator(nil, nil, true)
-			for ; a.Valid(); a.Next() {
-				if !b.Valid() || !bytes.Equal(a.Key(), b.Key()) || !bytes.Equal(a.Value(), b.Value()) {
-					t.Fatalf("round %d: store %s differs at %X", round, name, a.Key())
-				}
-				b.Next()
-			}
-			if b.Valid() {
-				t.Fatalf("round %d: store %s has extra keys", round, name)
-			}
-			if err := view.Tree(name).Check(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		view.Release()
+		v := checkRecovered(t, db, seed, lastAcked, ref, &refVersion)
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
 		lastAcked = v
 	}
 	t.Logf("%d kills, final version %d", rounds, refVersion)
+}
+
+// checkRecovered checks a database reopened after a crash or failure of a
+// process that committed crashBlock(seed, ...): it is at lastAcked or
+// later, and its app hash and contents are those of the blocks up to its
+// version, which ref (at version *refVersion) is advanced to. It returns the
+// database's version.
+func checkRecovered(t *testing.T, db *DB, seed, lastAcked int64, ref map[string]*memiavl.Tree, refVersion *int64) int64 {
+	t.Helper()
+	v := db.Version()
+	if v < lastAcked {
+		t.Fatalf("reopened at %d, but %d was acknowledged", v, lastAcked)
+	}
+	if v < *refVersion {
+		t.Fatalf("reopened at %d, before %d found earlier", v, *refVersion)
+	}
+	for ; *refVersion < v; *refVersion++ {
+		if err := applyEntry(ref, wal.Entry{Version: *refVersion + 1, ChangeSets: crashBlock(seed, *refVersion+1)}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := commitInfo(ref, v).Hash()
+	if got := db.LastCommitInfo().Hash(); !bytes.Equal(got, want) {
+		t.Fatalf("version %d app hash %X, want %X", v, got, want)
+	}
+	view, err := db.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Release()
+	for _, name := range crashStores {
+		a := ref[name].Iterator(nil, nil, true)
+		b := view.Tree(name).Iterator(nil, nil, true)
+		for ; a.Valid(); a.Next() {
+			if !b.Valid() || !bytes.Equal(a.Key(), b.Key()) || !bytes.Equal(a.Value(), b.Value()) {
+				t.Fatalf("version %d: store %s differs at %X", v, name, a.Key())
+			}
+			b.Next()
+		}
+		if b.Valid() {
+			t.Fatalf("version %d: store %s has extra keys", v, name)
+		}
+		if err := view.Tree(name).Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return v
 }

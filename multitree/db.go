@@ -52,8 +52,10 @@ type DB struct {
 		pruning bool
 		bgErr   error // failure of a background job, reported by the next Commit
 		// broken is set when a change failed inside a tree (a corrupt
-		// snapshot): the working trees may then hold part of it, so no
-		// further change or commit is accepted.
+		// snapshot), or a commit saved the trees but could not log the
+		// version: the working trees may then hold part of a change, or
+		// be a version ahead of the log, so no further change or commit
+		// is accepted.
 		broken   error
 		lastSnap int64 // version of the newest snapshot written or being written
 	}
@@ -434,7 +436,7 @@ func (db *DB) writable() error {
 		return ErrClosed
 	}
 	if db.mu.broken != nil {
-		return fmt.Errorf("%w: an earlier change failed, reopen the database: %w", ErrCorrupt, db.mu.broken)
+		return fmt.Errorf("%w: %w", ErrBroken, db.mu.broken)
 	}
 	if db.opts.ReadOnly {
 		return ErrReadOnly
@@ -633,7 +635,7 @@ func (db *DB) write(store string, p wal.KVPair) error {
 // leave the working tree with part of it, which must not be committed.
 func (db *DB) breakOn(err error) {
 	if errors.Is(err, memiavl.ErrCorrupt) && db.mu.broken == nil {
-		db.mu.broken = err
+		db.mu.broken = fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 }
 
@@ -749,7 +751,13 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 	}
 	if !logged {
 		if err := db.log.Append(entry); err != nil {
-			return nil, fmt.Errorf("multitree: logging version %d: %w", v, err)
+			// The trees are saved at v, which the log does not hold
+			// (a full disk, an I/O error): the next commit would put
+			// the trees a version ahead of the log. What is committed
+			// stays readable and a reopen continues from the log.
+			err = fmt.Errorf("multitree: logging version %d: %w", v, err)
+			db.mu.broken = err
+			return nil, err
 		}
 	}
 	db.mu.version = v

@@ -36,6 +36,15 @@
 // renamed, so a crash during a rewrite leaves the previous snapshot current
 // and the leftovers are removed by the next writer Open.
 //
+// A write that fails (a full disk, an I/O error) is reported, never
+// half-applied. A failed background rewrite is reported by the next Commit,
+// wrapped as ErrRewrite along with the version that Commit did commit; the
+// database keeps working from its previous snapshot and tries again one
+// interval later. A Commit that cannot write the log returns the error and
+// the database refuses every later change and commit with ErrBroken: the
+// versions committed before stay readable, and reopening the database
+// continues from the last version the log holds.
+//
 // # Reads
 //
 // View returns a reference-counted view of the latest committed version; it is

@@ -15,6 +15,12 @@ var (
 	ErrInvalidOptions = errors.New("multitree: invalid options")
 	ErrVersion        = errors.New("multitree: version not available")
 	ErrConflict       = errors.New("multitree: version already committed with different content")
+	// ErrBroken is returned by every change and commit after a change
+	// failed inside a tree (a corrupt snapshot, also wrapped as
+	// ErrCorrupt) or a commit could not write the log (a full disk):
+	// committed versions stay readable, and reopening the database
+	// continues from the last version the log holds.
+	ErrBroken = errors.New("multitree: an earlier change or commit failed, reopen the database")
 	// ErrUncommitted is returned by RewriteSnapshot while the working
 	// version has changes: they must be committed first.
 	ErrUncommitted = errors.New("multitree: working version has uncommitted changes")
