@@ -11,3 +11,12 @@ func RebaserCopies(rb *Rebaser) (leaves, branches int) {
 	}
 	return leaves, branches
 }
+
+// SetBulkCopy turns the bulk copy of unchanged subtrees on or off and sets
+// the largest subtree copied in one piece; the returned function restores
+// both.
+func SetBulkCopy(on bool, maxLeaves uint64) (restore func()) {
+	oldOn, oldMax := bulkCopy, bulkMaxLeaves
+	bulkCopy, bulkMaxLeaves = on, maxLeaves
+	return func() { bulkCopy, bulkMaxLeaves = oldOn, oldMax }
+}

@@ -2,6 +2,7 @@ package memiavl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/seed-6dfbb450/memiavl/snapshot"
@@ -28,9 +29,12 @@ func (t *Tree) Snapshot() *snapshot.Snapshot { return t.pers.s }
 
 // WriteSnapshot writes the last saved version of the tree as a snapshot into
 // dir, streaming the nodes in post-order: memory use is bounded by the tree's
-// height, not its size. It only reads committed nodes, so it may run on a Copy
-// in another goroutine while the original tree goes on changing. Cancelling
-// ctx aborts the write and removes the partial files.
+// height, not its size. A subtree unchanged since the tree's snapshot is
+// copied from it in bulk (snapshot.Writer.AddSubtree), its records
+// re-encoded and its keys and values copied with one write, instead of node
+// by node. It only reads committed nodes, so it may run on a Copy in another
+// goroutine while the original tree goes on changing. Cancelling ctx aborts
+// the write and removes the partial files.
 func (t *Tree) WriteSnapshot(ctx context.Context, dir string) error {
 	return t.writeSnapshot(ctx, dir, nil)
 }
@@ -47,6 +51,7 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap) (err e
 	}()
 	if !t.saved.isNil() {
 		sw := snapshotWriter{t: t, w: w, ctx: ctx, m: m}
+		sw.bulk = bulkCopy && t.pers.s != nil && t.pers.s.FormatVersion() == snapshot.FormatVersion
 		if err := sw.run(t.saved); err != nil {
 			return err
 		}
@@ -61,8 +66,19 @@ type snapshotWriter struct {
 	count int
 	m     *NodeMap // nil unless the write is mapped
 	inRun bool     // writing a subtree of t's snapshot that m maps as a run
+	bulk  bool     // subtrees of t's snapshot are copied with AddSubtree
 	sink  uint64   // see touchBelow
 }
+
+// bulkCopy enables AddSubtree for unchanged subtrees, and bulkMaxLeaves
+// bounds the subtrees copied by one call, so that a write over a mostly
+// unchanged tree still notices a cancellation often: larger ones are split
+// into their children. Variables for tests, which compare the bulk and the
+// node-by-node paths.
+var (
+	bulkCopy      = true
+	bulkMaxLeaves = uint64(1 << 16)
+)
 
 // prefetchDepth is how many levels below the node being written the walk
 // touches in-memory nodes ahead of writing them (see touchBelow).
@@ -117,6 +133,25 @@ func (sw *snapshotWriter) write(r ref) error {
 		}
 	}
 	t := sw.t
+	if sw.bulk && r.n == nil {
+		if lo, hi := t.pers.leafRange(r.p); hi-lo <= bulkMaxLeaves {
+			// an unchanged subtree: its records and entries are
+			// contiguous in t's snapshot, and copied as they are
+			if err := sw.ctx.Err(); err != nil {
+				return fmt.Errorf("snapshot write cancelled: %w", err)
+			}
+			if sw.m != nil && !sw.inRun {
+				if err := sw.m.addRun(t.pers, r.p, sw.w.LeafCount(), sw.w.BranchCount()); err != nil {
+					return err
+				}
+			}
+			err := sw.w.AddSubtree(t.pers.s, r.p)
+			if errors.Is(err, snapshot.ErrCorrupt) {
+				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+			}
+			return err
+		}
+	}
 	if sw.m != nil && r.n == nil && !sw.inRun {
 		// a subtree of t's snapshot is written in one piece: its leaves
 		// and its branches keep their order, so a run maps it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -275,4 +276,91 @@ func TestSnapshotFormatV1(t *testing.T) {
 	if err := tr.Check(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSnapshotBulkCopy writes trees whose nodes are partly in memory and
+// partly in their snapshot both with unchanged subtrees copied in bulk and
+// node by node: the files must be the same bytes, and verify.
+func TestSnapshotBulkCopy(t *testing.T) {
+	r := testutil.Rand(t)
+	dir := t.TempDir()
+	tr, err := memiavl.New(memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%06d", i)) }
+	for i := 0; i < 3000; i++ {
+		if _, err := tr.Set(key(i), bytes.Repeat([]byte{byte(i)}, r.Intn(40))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	tr = reopen(t, tr, filepath.Join(dir, "base"))
+	for round, changes := range []int{0, 1, 5, 40, 400} {
+		for c := 0; c < changes; c++ {
+			k := key(r.Intn(3500))
+			if r.Intn(4) == 0 {
+				if _, err := tr.Remove(k); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := tr.Set(k, []byte(fmt.Sprint(round, c))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := tr.SaveVersion(); err != nil {
+			t.Fatal(err)
+		}
+		var files [3]map[string][]byte
+		for i, mode := range []struct {
+			bulk bool
+			max  uint64
+		}{{false, 0}, {true, 1 << 16}, {true, 1 + uint64(r.Intn(200))}} {
+			restore := memiavl.SetBulkCopy(mode.bulk, mode.max)
+			out := filepath.Join(dir, fmt.Sprintf("r%d-%d", round, i))
+			err := tr.Copy().WriteSnapshot(context.Background(), out)
+			restore()
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[i] = readDir(t, out)
+			s, err := snapshot.Open(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Verify(); err != nil {
+				t.Fatalf("round %d, bulk %v max %d: %v", round, mode.bulk, mode.max, err)
+			}
+			s.Close()
+		}
+		for i := 1; i < len(files); i++ {
+			for name, b := range files[0] {
+				if !bytes.Equal(files[i][name], b) {
+					t.Fatalf("round %d: %s differs between the node-by-node write and bulk write %d", round, name, i)
+				}
+			}
+		}
+	}
+}
+
+// readDir returns the contents of the files in dir by name.
+func readDir(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	if len(out) == 0 {
+		t.Fatalf("no files in %s", dir)
+	}
+	return out
 }

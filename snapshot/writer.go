@@ -96,6 +96,7 @@ type Writer struct {
 	branchCount uint64
 	kvLen       uint64 // bytes written to kvs so far
 	stack       []pending
+	shape       []pending // AddSubtree's scratch stack
 	lastKey     []byte
 	rec         [RecordSize]byte
 	kvHeader    [KVHeaderSize]byte
