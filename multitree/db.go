@@ -37,6 +37,15 @@ type DB struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background rewrite and prune goroutines
 
+	// unmapper runs the unmapping of released generations in the
+	// background until Close, which waits for it (see unmapLater).
+	unmapper struct {
+		sync.Mutex
+		closed bool
+		wg     sync.WaitGroup
+	}
+	unmapHook func() // tests: runs before each background unmapping
+
 	// mu serializes the writer. Lock order: mu, then views.mu.
 	mu struct {
 		sync.Mutex
@@ -101,6 +110,7 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 				_ = db.log.Close()
 			}
 			db.releaseAll()
+			db.stopUnmapper()
 			_ = unlockDir(db.lock)
 		}
 	}()
@@ -157,7 +167,7 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	db.mu.gen, db.mu.trees = gen, trees
+	db.mu.gen, db.mu.trees = db.adopt(gen), trees
 	db.mu.version = base
 	db.mu.initial = gen.meta.InitialVersion
 	db.mu.lastSnap = current
@@ -845,9 +855,47 @@ func (db *DB) Close() error {
 		errs = append(errs, db.log.Close())
 	}
 	db.releaseAll()
+	db.stopUnmapper()
 	errs = append(errs, unlockDir(db.lock))
 	db.lock = nil
 	return errors.Join(errs...)
+}
+
+// adopt makes the generation's last release unmap its files through
+// unmapLater.
+func (db *DB) adopt(g *generation) *generation {
+	g.unmap = db.unmapLater
+	return g
+}
+
+// stopUnmapper waits for the unmappings running in the background; later
+// ones (of views released after Close) run on the releasing goroutine.
+func (db *DB) stopUnmapper() {
+	db.unmapper.Lock()
+	db.unmapper.closed = true
+	db.unmapper.Unlock()
+	db.unmapper.wg.Wait()
+}
+
+// unmapLater runs closeAll, the unmapping of a released generation, on a
+// goroutine of its own until Close, and on the caller's after.
+func (db *DB) unmapLater(closeAll func()) {
+	db.unmapper.Lock()
+	if db.unmapper.closed {
+		db.unmapper.Unlock()
+		closeAll()
+		return
+	}
+	db.unmapper.wg.Add(1)
+	db.unmapper.Unlock()
+	hook := db.unmapHook
+	go func() {
+		defer db.unmapper.wg.Done()
+		if hook != nil {
+			hook()
+		}
+		closeAll()
+	}()
 }
 
 // releaseAll drops the DB's references: working generation, published

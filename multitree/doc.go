@@ -52,7 +52,10 @@
 // ViewAt rebuilds an older version from the newest kept snapshot at or below
 // it plus the log, and caches a few. A view pins the snapshots it reads:
 // files are unmapped only when the last view of them is released, even after
-// the database switched snapshots or deleted the directories.
+// the database switched snapshots or deleted the directories. The unmapping
+// runs on a goroutine of its own: its time grows with the pages mapped, so
+// neither the Commit nor the reader that releases the last reference waits
+// for it. Close waits for the unmappings under way.
 //
 // # Memory model
 //

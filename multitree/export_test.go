@@ -23,3 +23,7 @@ func DelayRewrites(db *DB, lag int64) {
 func RebaseCounts(db *DB) (rebased, skipped, failed int64) {
 	return db.rebases.Load(), db.rebaseSkips.Load(), db.rebaseErrs.Load()
 }
+
+// SetUnmapHook makes every background unmapping of db's released snapshots
+// call f first. It must be called before the first Commit.
+func SetUnmapHook(db *DB, f func()) { db.unmapHook = f }

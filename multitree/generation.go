@@ -21,6 +21,11 @@ type generation struct {
 	meta    *metadata
 	snaps   map[string]*snapshot.Snapshot
 	refs    atomic.Int64
+	// unmap, when set, runs the unmapping of the files that the last
+	// release asks for (DB.unmapLater): unmapping takes time in
+	// proportion to the pages mapped, which must not be paid by the
+	// Commit or the reader that happens to release last.
+	unmap func(func())
 }
 
 // tryAcquire takes a reference unless the generation is already released.
@@ -45,8 +50,15 @@ func (g *generation) acquire() {
 func (g *generation) release() {
 	switch n := g.refs.Add(-1); {
 	case n == 0:
-		for _, s := range g.snaps {
-			_ = s.Close()
+		closeAll := func() {
+			for _, s := range g.snaps {
+				_ = s.Close()
+			}
+		}
+		if g.unmap != nil {
+			g.unmap(closeAll)
+		} else {
+			closeAll()
 		}
 	case n < 0:
 		panic("multitree: generation released too often")

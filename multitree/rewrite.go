@@ -74,6 +74,9 @@ func (db *DB) maybeStartRewriteLocked() {
 		}
 		if res.err == nil {
 			res.gen, res.trees, res.err = openGeneration(db.dir, v)
+			if res.err == nil {
+				db.adopt(res.gen)
+			}
 		}
 		if res.err == nil {
 			if h := db.afterWrite; h != nil {
@@ -408,6 +411,7 @@ func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	db.adopt(gen)
 	old := db.mu.gen
 	db.mu.trees, db.mu.gen = trees, gen
 	db.mu.lastSnap = v

@@ -121,6 +121,7 @@ func (db *DB) loadVersion(version int64) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.adopt(gen)
 	if err := db.replay(trees, base, version); err != nil {
 		gen.release()
 		return nil, err
