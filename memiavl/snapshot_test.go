@@ -276,6 +276,16 @@ func TestSnapshotFormatV1(t *testing.T) {
 	if err := tr.Check(); err != nil {
 		t.Fatal(err)
 	}
+	// a rewrite of a tree on a format version 1 snapshot writes version 2,
+	// its unchanged subtrees node by node (they have no entry headers)
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	nt := reopen(t, tr, filepath.Join(t.TempDir(), "v2"))
+	if !nt.Snapshot().HasLookup() || nt.Snapshot().FormatVersion() != snapshot.FormatVersion {
+		t.Fatalf("rewritten as format version %d", nt.Snapshot().FormatVersion())
+	}
+	sameContents(t, tr, nt)
 }
 
 // TestSnapshotBulkCopy writes trees whose nodes are partly in memory and
