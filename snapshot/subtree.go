@@ -18,8 +18,8 @@ import (
 // increasing, the entries contiguous and matching the records' lengths, and
 // the branches forming one binary tree over the leaves with consistent
 // heights. Hashes are copied as recorded; Verify recomputes them. A subtree
-// of s that fails a check gives an error wrapping ErrCorrupt and fails the
-// writer, never a panic.
+// of s that fails a check gives an error wrapping ErrCorrupt (ErrKeyOrder
+// for keys out of order, as AddLeaf) and fails the writer, never a panic.
 //
 // s must be of the current format version (ErrFormatVersion otherwise) and
 // stay open during the call. r must be a reference into s; the writer does
