@@ -104,13 +104,18 @@ func TestWriteFailure(t *testing.T) {
 	refVersion, lastAcked := int64(0), int64(0)
 	failed := 0
 	kinds := map[string]int{}
-	limit := uint64(16 << 10)
+	limit := uint64(0)
 	for round := 0; round < rounds; round++ {
 		// even rounds: a limit that grows, as space freed on a full
 		// disk, and log segments that reach it; odd rounds: small log
 		// segments under a small limit, which only the snapshot files
-		// pass, so that rewrites fail while commits go on
-		limit += uint64(r.Intn(256 << 10))
+		// pass, so that rewrites fail while commits go on. The first
+		// limit is tiny, so that creating the database may fail.
+		if round == 0 {
+			limit = uint64(r.Intn(4 << 10))
+		} else {
+			limit += uint64(r.Intn(256 << 10))
+		}
 		segment, roundLimit := 0, limit
 		if round%2 == 1 {
 			segment, roundLimit = 32<<10, uint64(64<<10+r.Intn(128<<10))
