@@ -133,25 +133,6 @@ func (sw *snapshotWriter) write(r ref) error {
 		}
 	}
 	t := sw.t
-	if sw.bulk && r.n == nil {
-		if lo, hi := t.pers.leafRange(r.p); hi-lo <= bulkMaxLeaves {
-			// an unchanged subtree: its records and entries are
-			// contiguous in t's snapshot, and copied as they are
-			if err := sw.ctx.Err(); err != nil {
-				return fmt.Errorf("snapshot write cancelled: %w", err)
-			}
-			if sw.m != nil && !sw.inRun {
-				if err := sw.m.addRun(t.pers, r.p, sw.w.LeafCount(), sw.w.BranchCount()); err != nil {
-					return err
-				}
-			}
-			err := sw.w.AddSubtree(t.pers.s, r.p)
-			if errors.Is(err, snapshot.ErrCorrupt) {
-				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-			}
-			return err
-		}
-	}
 	if sw.m != nil && r.n == nil && !sw.inRun {
 		// a subtree of t's snapshot is written in one piece: its leaves
 		// and its branches keep their order, so a run maps it
@@ -162,6 +143,20 @@ func (sw *snapshotWriter) write(r ref) error {
 		err := sw.write(r)
 		sw.inRun = false
 		return err
+	}
+	if sw.bulk && r.n == nil {
+		if lo, hi := t.pers.leafRange(r.p); hi-lo <= bulkMaxLeaves {
+			// an unchanged subtree: its records and entries are
+			// contiguous in t's snapshot, and copied as they are
+			if err := sw.ctx.Err(); err != nil {
+				return fmt.Errorf("snapshot write cancelled: %w", err)
+			}
+			err := sw.w.AddSubtree(t.pers.s, r.p)
+			if errors.Is(err, snapshot.ErrCorrupt) {
+				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+			}
+			return err
+		}
 	}
 	if t.isLeaf(r) {
 		var key, value []byte
