@@ -270,15 +270,7 @@ func BenchmarkTreeWriteSnapshotCold(b *testing.B) {
 	if err := loadOurs(b).Copy().WriteSnapshot(context.Background(), filepath.Join(dir, "base")); err != nil {
 		b.Fatal(err)
 	}
-	s, err := snapshot.Open(filepath.Join(dir, "base"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	tr := openSnapshotTree(b, filepath.Join(dir, "base"))
 	r := rand.New(rand.NewSource(7))
 	for i := 0; i < len(d.keys)/100; i++ {
 		if _, err := tr.Set(d.keys[r.Intn(len(d.keys))], []byte(fmt.Sprint(i))); err != nil {
@@ -314,6 +306,21 @@ func BenchmarkTreeWriteSnapshotCold(b *testing.B) {
 	}
 }
 
+// openSnapshotTree opens the snapshot in dir, closed when the benchmark
+// ends, and returns the tree on it.
+func openSnapshotTree(b *testing.B, dir string) *memiavl.Tree {
+	s, err := snapshot.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tr
+}
+
 // processCPU returns the user and system time the process has used.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
@@ -334,15 +341,7 @@ func BenchmarkRebase(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := snapshot.Open(filepath.Join(dir, "s"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	base, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	base := openSnapshotTree(b, filepath.Join(dir, "s"))
 	for v := 0; v < 10; v++ {
 		keys, values := batchOps(v, d)
 		for j := range keys {

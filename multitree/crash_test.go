@@ -93,10 +93,7 @@ func TestCrashRecovery(t *testing.T) {
 		rounds = 5
 	}
 	// reference trees, advanced to the version each reopen lands on
-	ref := map[string]*memiavl.Tree{}
-	for _, name := range crashStores {
-		ref[name], _ = memiavl.New(memiavl.Options{})
-	}
+	ref := newCrashRef()
 	refVersion := int64(0)
 	lastAcked := int64(0)
 	for round := 0; round < rounds; round++ {
@@ -149,6 +146,16 @@ func TestCrashRecovery(t *testing.T) {
 		lastAcked = v
 	}
 	t.Logf("%d kills, final version %d", rounds, refVersion)
+}
+
+// newCrashRef returns empty reference trees of crashStores for
+// checkRecovered.
+func newCrashRef() map[string]*memiavl.Tree {
+	ref := map[string]*memiavl.Tree{}
+	for _, name := range crashStores {
+		ref[name], _ = memiavl.New(memiavl.Options{})
+	}
+	return ref
 }
 
 // checkRecovered checks a database reopened after a crash or failure of a

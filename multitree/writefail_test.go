@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
-	"github.com/seed-6dfbb450/memiavl/memiavl"
 )
 
 // TestWriteFailureChild is the process of TestWriteFailure. It limits the
@@ -97,10 +96,7 @@ func TestWriteFailure(t *testing.T) {
 	if testing.Short() && !*fullRun {
 		rounds = 4
 	}
-	ref := map[string]*memiavl.Tree{}
-	for _, name := range crashStores {
-		ref[name], _ = memiavl.New(memiavl.Options{})
-	}
+	ref := newCrashRef()
 	refVersion, lastAcked := int64(0), int64(0)
 	failed := 0
 	kinds := map[string]int{}
