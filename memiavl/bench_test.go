@@ -306,9 +306,9 @@ func BenchmarkTreeWriteSnapshotCold(b *testing.B) {
 	}
 }
 
-// openSnapshotTree opens the snapshot in dir, closed when the benchmark
-// ends, and returns the tree on it.
-func openSnapshotTree(b *testing.B, dir string) *memiavl.Tree {
+// openSnapshotTree opens the snapshot in dir, closed when the test or
+// benchmark ends, and returns the tree on it.
+func openSnapshotTree(b testing.TB, dir string) *memiavl.Tree {
 	s, err := snapshot.Open(dir)
 	if err != nil {
 		b.Fatal(err)

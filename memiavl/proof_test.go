@@ -16,7 +16,6 @@ import (
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
-	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
 // proofPair is one memiavl tree and the cosmos/iavl tree built with the same
@@ -88,16 +87,7 @@ func (p *proofPair) reopenFromSnapshot(dir string) {
 	if err := p.ours.WriteSnapshot(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	s, err := snapshot.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	nt, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ours = nt
+	p.ours = openSnapshotTree(t, dir)
 }
 
 func marshalProof(t *testing.T, p *ics23.CommitmentProof) []byte {
