@@ -164,9 +164,10 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestBench(t *testing.T) {
-	// every commit fsyncs, so that background rewrites (a few fsyncs each)
-	// finish within the run
-	code, out, errs := cli(t, "bench", "--scale", "0.01", "--blocks", "80", "--snapshot-interval", "10", "--sync", "every-commit", "--json")
+	// every commit fsyncs, so that background rewrites (a dozen fsyncs of
+	// new files each, slower than a log fsync when other tests load the
+	// disk) finish within the run: 290 blocks after the first one starts
+	code, out, errs := cli(t, "bench", "--scale", "0.01", "--blocks", "300", "--snapshot-interval", "10", "--sync", "every-commit", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -174,11 +175,11 @@ func TestBench(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("bench --json output is not JSON: %v\n%s", err, out)
 	}
-	if res.Version != 80 || res.Pairs == 0 || res.UpdatesPerSec <= 0 || res.PeakRSSBytes <= 0 || res.DiskBytes <= 0 {
+	if res.Version != 300 || res.Pairs == 0 || res.UpdatesPerSec <= 0 || res.PeakRSSBytes <= 0 || res.DiskBytes <= 0 {
 		t.Errorf("implausible result %+v", res)
 	}
 	if len(res.Rewrites) == 0 {
-		t.Fatalf("no snapshot rewrite recorded with interval 10 over 80 blocks: %+v", res)
+		t.Fatalf("no snapshot rewrite recorded with interval 10 over 300 blocks: %+v", res)
 	}
 	for _, rw := range res.Rewrites {
 		if rw.Version < 10 || rw.SwitchedAt <= rw.Version || rw.Seconds <= 0 {
@@ -196,7 +197,7 @@ func TestBench(t *testing.T) {
 
 	// same workload, kept directory, table output: the same app hash
 	dir := filepath.Join(t.TempDir(), "db")
-	out = mustCLI(t, "bench", "--dir", dir, "--scale", "0.01", "--blocks", "80", "--snapshot-interval", "10", "--sync", "none", "--async-buffer", "4")
+	out = mustCLI(t, "bench", "--dir", dir, "--scale", "0.01", "--blocks", "300", "--snapshot-interval", "10", "--sync", "none", "--async-buffer", "4")
 	for _, want := range []string{"throughput", "updates/s", "commit latency", "p99", "snapshot rewrites", "open + replay", "peak RSS", res.AppHash} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
