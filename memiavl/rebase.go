@@ -142,9 +142,9 @@ func lookupRun(runs []run, i uint64) (uint64, bool) {
 type Rebaser struct {
 	base    *Tree
 	m       *NodeMap
-	copies  []*node // the copies made, in order; a copied node's snap is its index + 1
-	version int64   // the version rebased last, m's at first
-	err     error   // sticky
+	copies  copyList // the copies made, in order; a copied node's snap is its index + 1
+	version int64    // the version rebased last, m's at first
+	err     error    // sticky
 }
 
 // NewRebaser returns a Rebaser onto base, the tree NewFromSnapshot opened on
@@ -252,10 +252,10 @@ func (g *grafter) graft(r ref) ref {
 		// a later leaf has no references to move: shared, never copied
 		return memRef(n)
 	case n.version <= rb.version: // copied by an earlier Rebase
-		if n.snap == 0 || int(n.snap) > len(rb.copies) {
+		if n.snap == 0 || uint64(n.snap) > rb.copies.n {
 			g.fail("node of version %d was not rebased", n.version)
 		}
-		c := rb.copies[n.snap-1]
+		c := rb.copies.at(uint64(n.snap - 1))
 		if c.version != n.version || c.hash != n.hash {
 			g.fail("node of version %d differs from its copy", n.version)
 		}
@@ -279,13 +279,34 @@ func (g *grafter) graft(r ref) ref {
 		}
 	}
 	// recorded once complete: a later Rebase reuses it whole
-	if len(rb.copies) >= math.MaxUint32 {
+	if rb.copies.n >= math.MaxUint32 {
 		g.fail("too many copies")
 	}
-	rb.copies = append(rb.copies, c)
-	n.snap = uint32(len(rb.copies))
+	rb.copies.add(c)
+	n.snap = uint32(rb.copies.n)
 	return memRef(c)
 }
+
+// copyList is a Rebaser's copies, in chunks: appending never moves the
+// copies made before, as growing one slice of hundreds of thousands of
+// pointers would at each doubling.
+type copyList struct {
+	chunks [][]*node
+	n      uint64
+}
+
+const copyChunk = 4096
+
+func (l *copyList) add(c *node) {
+	if l.n%copyChunk == 0 {
+		l.chunks = append(l.chunks, make([]*node, 0, copyChunk))
+	}
+	last := &l.chunks[len(l.chunks)-1]
+	*last = append(*last, c)
+	l.n++
+}
+
+func (l *copyList) at(i uint64) *node { return l.chunks[i/copyChunk][i%copyChunk] }
 
 // holdsOld reports whether a leaf's key or value lies in the old snapshot's
 // mapping.
