@@ -879,7 +879,16 @@ func (db *DB) stopUnmapper() {
 
 // unmapLater runs closeAll, the unmapping of a released generation, on a
 // goroutine of its own until Close, and on the caller's after.
-func (db *DB) unmapLater(closeAll func()) {
+//
+// For a generation that a Commit replaced with a background rewrite's
+// (collect), the goroutine then runs a garbage collection: the old trees'
+// in-memory nodes, everything changed since the previous snapshot and most
+// of the heap, have just become garbage, while the collector's pace was set
+// by the heap before the switch; left to it, the heap would grow to about
+// twice that size before the next collection finds them. One collection
+// per background rewrite keeps the peak near the live heap instead.
+// RewriteSnapshot, meant for offline use, leaves it to the runtime.
+func (db *DB) unmapLater(closeAll func(), collect bool) {
 	db.unmapper.Lock()
 	if db.unmapper.closed {
 		db.unmapper.Unlock()
@@ -895,6 +904,9 @@ func (db *DB) unmapLater(closeAll func()) {
 			hook()
 		}
 		closeAll()
+		if collect {
+			runtime.GC()
+		}
 	}()
 }
 

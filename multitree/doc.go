@@ -70,6 +70,13 @@
 //     drops the old trees: for that time those nodes exist twice (their key
 //     and value bytes once), and copies made by earlier catch-up rounds
 //     stay reachable from the rebaser until the switch.
+//   - When a Commit switches to a background rewrite's trees, the old trees'
+//     in-memory nodes become garbage once no view holds them, most of the
+//     heap at once, while the collector's pace still follows the heap
+//     before the switch: the heap would grow to about twice that size
+//     before the next collection found them. The unmapping goroutine of the
+//     old snapshots therefore runs one garbage collection (runtime.GC) per
+//     background switch, which keeps the peak near the live heap.
 //   - A read view, a background rewrite and every published version share
 //     those nodes with the working trees (copy-on-write): taking a view or
 //     starting a rewrite copies nothing.

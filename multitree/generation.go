@@ -25,7 +25,12 @@ type generation struct {
 	// release asks for (DB.unmapLater): unmapping takes time in
 	// proportion to the pages mapped, which must not be paid by the
 	// Commit or the reader that happens to release last.
-	unmap func(func())
+	unmap func(closeAll func(), collect bool)
+	// replaced is set, before the DB releases its reference, when a
+	// Commit switches from the generation to a background rewrite's: its
+	// trees' in-memory nodes, most of the heap, are then garbage once the
+	// last view of them goes (see DB.unmapLater).
+	replaced bool
 }
 
 // tryAcquire takes a reference unless the generation is already released.
@@ -56,7 +61,7 @@ func (g *generation) release() {
 			}
 		}
 		if g.unmap != nil {
-			g.unmap(closeAll)
+			g.unmap(closeAll, g.replaced)
 		} else {
 			closeAll()
 		}

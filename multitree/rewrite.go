@@ -242,6 +242,7 @@ func (db *DB) switchIfDoneLocked() {
 	}
 	old := db.mu.gen
 	db.mu.trees, db.mu.gen = res.trees, res.gen
+	old.replaced = true
 	old.release()
 	db.startPruneLocked()
 }

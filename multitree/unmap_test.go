@@ -3,6 +3,7 @@ package multitree
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -112,5 +113,100 @@ func testUnmapOffCommitPath(t *testing.T, holdView bool) {
 	close(unblock)
 	if err := <-closed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCollectAfterSwitch: the unmapping of the generation that a Commit
+// replaced with a background rewrite's runs one garbage collection, since
+// the old trees' nodes, most of the heap, have just become garbage; the
+// release of any other generation (the one RewriteSnapshot replaces, views
+// of old versions leaving the cache) runs none.
+func TestCollectAfterSwitch(t *testing.T) {
+	for _, background := range []bool{true, false} {
+		t.Run(fmt.Sprintf("background=%v", background), func(t *testing.T) { testCollectAfterSwitch(t, background) })
+	}
+}
+
+func testCollectAfterSwitch(t *testing.T, background bool) {
+	forced := func() uint32 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.NumForcedGC
+	}
+	opts := Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 3, SnapshotKeepRecent: 10, ViewCacheSize: 1}
+	if !background {
+		opts.SnapshotInterval = -1
+	}
+	db, err := Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	unmapped := make(chan struct{}, 64)
+	SetUnmapHook(db, func() { unmapped <- struct{}{} })
+	i := 0
+	commit := func() {
+		t.Helper()
+		if err := db.Set("a", []byte(fmt.Sprint("k", i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	}
+	// waitUnmapped waits for the next background unmapping to start and
+	// then for the collections it may run to be counted
+	waitUnmapped := func(what string) {
+		t.Helper()
+		select {
+		case <-unmapped:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no snapshot was unmapped", what)
+		}
+		db.unmapper.wg.Wait()
+	}
+
+	if background {
+		// commits until one switches to a background rewrite
+		before := forced()
+		for snap := db.SnapshotVersion(); db.SnapshotVersion() == snap; {
+			if i > 1000 {
+				t.Fatal("no background switch in 1000 commits")
+			}
+			commit()
+			time.Sleep(time.Millisecond) // lets the rewrite finish
+		}
+		waitUnmapped("background switch")
+		if n := forced() - before; n != 1 {
+			t.Fatalf("a background switch ran %d collections, want 1", n)
+		}
+		return
+	}
+
+	for i < 3 {
+		commit()
+	}
+	before := forced()
+	if err := db.RewriteSnapshot(context.Background()); err != nil { // snapshot 3
+		t.Fatal(err)
+	}
+	waitUnmapped("RewriteSnapshot")
+	for i < 6 {
+		commit()
+	}
+	// views of old versions, rebuilt from the snapshots they need and
+	// dropped from the cache of one: released, not replaced
+	for _, v := range []int64{1, 4, 2} {
+		view, err := db.ViewAt(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		view.Release()
+	}
+	waitUnmapped("view of version 1")
+	waitUnmapped("view of version 4")
+	if n := forced() - before; n != 0 {
+		t.Fatalf("RewriteSnapshot and the release of views of old versions ran %d collections", n)
 	}
 }
