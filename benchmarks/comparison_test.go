@@ -44,7 +44,10 @@ import (
 //   - peak RSS (VmHWM of the child; includes the workload generator);
 //   - disk usage after close;
 //   - open + replay of the closed directory;
-//   - a synchronous rewrite of the reopened database (offline rewrite).
+//   - a synchronous rewrite of the reopened database (offline rewrite), its
+//     time and its extra memory: the peak growth of the Go heap's objects
+//     (sampled every millisecond) and of the resident set (VmHWM after a
+//     reset through /proc/self/clear_refs) over their values before it.
 //
 // Both must end with the same app hash.
 
@@ -65,6 +68,8 @@ type compareResult struct {
 	OpenSeconds    float64   `json:"open_replay_seconds"`
 	Replayed       int64     `json:"replayed_versions"`
 	RewriteSeconds float64   `json:"offline_rewrite_seconds"`
+	RewriteHeap    int64     `json:"offline_rewrite_heap_growth_bytes"`
+	RewriteRSS     int64     `json:"offline_rewrite_rss_growth_bytes"`
 	AppHash        string    `json:"app_hash"`
 }
 
@@ -139,6 +144,8 @@ func formatComparison(o, r compareResult) string {
 	row("disk usage", "MiB", float64(o.DiskBytes)/(1<<20), float64(r.DiskBytes)/(1<<20), true)
 	row("open + replay", "s", o.OpenSeconds, r.OpenSeconds, true)
 	row("offline rewrite", "s", o.RewriteSeconds, r.RewriteSeconds, true)
+	row("offline rewrite, heap growth", "MiB", float64(o.RewriteHeap)/(1<<20), float64(r.RewriteHeap)/(1<<20), true)
+	row("offline rewrite, RSS growth", "MiB", float64(o.RewriteRSS)/(1<<20), float64(r.RewriteRSS)/(1<<20), true)
 	row("background rewrite, mean", "s", mean(o.Rewrites), mean(r.Rewrites), true)
 	fmt.Fprintf(&b, "\nbackground rewrites completed: ours %d, refmemiavl %d; versions replayed at open: ours %d, refmemiavl %d\n",
 		len(o.Rewrites), len(r.Rewrites), o.Replayed, r.Replayed)
@@ -301,6 +308,9 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 	}
 	res.OpenSeconds = time.Since(t).Seconds()
 	res.Replayed = tg.version() - tg.snapshotVersion()
+	peak := vmHWM() // the reset below forgets it
+	rssBefore := resetPeakRSS()
+	heapGrowth := sampleHeap()
 	t = time.Now()
 	switch x := tg.(type) {
 	case oursTarget:
@@ -311,13 +321,17 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 		}
 	}
 	res.RewriteSeconds = time.Since(t).Seconds()
+	res.RewriteHeap = heapGrowth()
+	if rssBefore > 0 {
+		res.RewriteRSS = vmHWM() - rssBefore
+	}
 	if err != nil {
 		return nil, err
 	}
 	if err := tg.close(); err != nil {
 		return nil, err
 	}
-	res.PeakRSS = vmHWM()
+	res.PeakRSS = max(peak, vmHWM())
 	return res, nil
 }
 
