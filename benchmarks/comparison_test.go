@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -308,6 +309,7 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 	}
 	res.OpenSeconds = time.Since(t).Seconds()
 	res.Replayed = tg.version() - tg.snapshotVersion()
+	runtime.GC()    // both sides start the rewrite from their live heap
 	peak := vmHWM() // the reset below forgets it
 	rssBefore := resetPeakRSS()
 	heapGrowth := sampleHeap()
