@@ -174,9 +174,11 @@ func verifiable(t testing.TB, ops *cmtprotocrypto.ProofOps) bool {
 
 // verifyProof checks a "/key" response's proof against the app hash the way
 // light clients do: the SDK's proof runtime and the "/<store>/<key>" path.
+// The key is hex-encoded in the path: URL-encoded, a key that starts with
+// the bytes "x:" would read as the hex marker.
 func verifyProof(store string, res *types.ResponseQuery, appHash []byte) error {
 	prt := rootmulti.DefaultProofRuntime()
-	kp := merkle.KeyPath{}.AppendKey([]byte(store), merkle.KeyEncodingURL).AppendKey(res.Key, merkle.KeyEncodingURL)
+	kp := merkle.KeyPath{}.AppendKey([]byte(store), merkle.KeyEncodingURL).AppendKey(res.Key, merkle.KeyEncodingHex)
 	if res.Value != nil {
 		return prt.VerifyValue(res.ProofOps, appHash, kp.String(), res.Value)
 	}
