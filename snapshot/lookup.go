@@ -11,7 +11,6 @@ import (
 	"os"
 
 	"github.com/cespare/xxhash/v2"
-	"golang.org/x/sys/unix"
 )
 
 // The lookup file (format version 2) is a hash table from keys to leaf
@@ -194,6 +193,14 @@ type lookupBuilder struct {
 // key's hash and its kvs offset.
 const lookupBuildRecord = 16
 
+// A table of up to lookupWholeMax bytes is built whole in memory; a larger
+// one lookupWindow slots (LookupEntrySize bytes each) at a time, or more
+// for a table of more than maxLookupWindows windows. Variables for tests.
+var (
+	lookupWholeMax = uint64(8 << 20)
+	lookupWindow   = uint64(1 << 14)
+)
+
 func newLookupBuilder(path string) (*lookupBuilder, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -203,42 +210,105 @@ func newLookupBuilder(path string) (*lookupBuilder, error) {
 }
 
 func (b *lookupBuilder) add(key []byte, kvOff uint64) error {
-	binary.LittleEndian.PutUint64(b.scratch[:], lookupHash(key))
+	return b.addHash(lookupHash(key), kvOff)
+}
+
+func (b *lookupBuilder) addHash(h, kvOff uint64) error {
+	binary.LittleEndian.PutUint64(b.scratch[:], h)
 	binary.LittleEndian.PutUint64(b.scratch[8:], kvOff)
 	_, err := b.buf.Write(b.scratch[:])
 	return err
 }
 
-// build writes the table of n leaves into f through a shared mapping, then
-// checksums it: f ends up lookupLen(n) bytes long, not yet synced.
+// build writes the table of the n leaves recorded into f, which must be
+// empty, and returns its checksum; f ends up lookupLen(n) bytes long, not
+// yet synced.
+//
+// The table must be the one that inserting the leaves in leaf order, each
+// in the first empty slot from its home slot on, gives. Doing that in a
+// table held whole would hold it whole, in memory or in a mapping, which
+// for a large tree is more than the writer may use. The build instead
+// sorts the leaves into windows of slots by their home slot (in a scratch
+// file) and goes over the slots in order, a window at a time, placing in
+// each slot the leaf of lowest index among those whose home slot it has
+// passed and that are not placed yet. That is the leaf leaf-order insertion
+// puts there: every slot between such a leaf's home and this one holds a
+// leaf of lower index, inserted before it. The sweep starts after a slot
+// that ends up empty, so that no run of occupied slots wraps around it
+// (see lastEmptySlot). A table of up to lookupWholeMax bytes is built
+// whole instead, by inserting the leaves in leaf order.
 func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
 	if err := b.buf.Flush(); err != nil {
 		return 0, err
 	}
-	size := lookupLen(n)
-	if size == 0 {
+	slots := lookupSlots(n)
+	if slots == 0 {
 		return 0, nil
 	}
-	// Write the table's zeros through the file first rather than
-	// extending it with a hole: a full disk then fails a write with an
-	// error here, where storing into a mapped hole would raise SIGBUS.
-	if err := writeZeros(f, size); err != nil {
+	if slots*LookupEntrySize <= lookupWholeMax {
+		return b.buildWhole(f, n, slots)
+	}
+	win, err := b.partition(n, slots)
+	if err != nil {
 		return 0, err
 	}
-	table, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	defer win.close()
+	s0, err := win.lastEmptySlot()
 	if err != nil {
-		return 0, fmt.Errorf("mmap: %w", err)
+		return 0, err
 	}
-	defer func() {
-		if uerr := unix.Munmap(table); uerr != nil && err == nil {
-			err = fmt.Errorf("munmap: %w", uerr)
+	start := (s0 + 1) % slots
+	k0 := start / win.size
+	// from start to the end, around, and back to start
+	ranges := [][3]uint64{{k0, start, min((k0+1)*win.size, slots)}}
+	for k := k0 + 1; k < win.count; k++ {
+		ranges = append(ranges, [3]uint64{k, k * win.size, min((k+1)*win.size, slots)})
+	}
+	for k := uint64(0); k < k0; k++ {
+		ranges = append(ranges, [3]uint64{k, k * win.size, (k + 1) * win.size})
+	}
+	if start > k0*win.size {
+		ranges = append(ranges, [3]uint64{k0, k0 * win.size, start})
+	}
+	var pending lookupHeap // reached their home, not placed; by leaf index
+	out := make([]byte, win.size*LookupEntrySize)
+	for _, r := range ranges {
+		k, lo, hi := r[0], r[1], r[2]
+		if err := win.load(k, true); err != nil {
+			return 0, err
 		}
-	}()
-	// Fault the whole table in with one call: the inserts write pages in
-	// random order, and a write fault per page costs more than the
-	// inserts. Advisory; kernels before 5.14 fault page by page.
-	_ = unix.Madvise(table, unix.MADV_POPULATE_WRITE)
-	slots := size / LookupEntrySize
+		w := out[:(hi-lo)*LookupEntrySize]
+		clear(w)
+		next := 0
+		for next < len(win.entries) && win.entries[next].home < lo {
+			next++
+		}
+		for s := lo; s < hi; s++ {
+			for ; next < len(win.entries) && win.entries[next].home == s; next++ {
+				pending.push(win.entries[next])
+			}
+			if len(pending) == 0 {
+				continue
+			}
+			e := pending.pop()
+			slot := w[(s-lo)*LookupEntrySize:]
+			binary.LittleEndian.PutUint64(slot, lookupEntry(e.h, e.leaf))
+			binary.LittleEndian.PutUint64(slot[8:], e.off)
+		}
+		if _, err := f.WriteAt(w, int64(lo*LookupEntrySize)); err != nil {
+			return 0, err
+		}
+	}
+	if len(pending) != 0 {
+		return 0, fmt.Errorf("%d keys left unplaced after slot %d", len(pending), s0)
+	}
+	return fileCRC(f, slots*LookupEntrySize)
+}
+
+// buildWhole builds the table in memory, inserting the leaves in leaf
+// order, and writes it with one call.
+func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64) (uint32, error) {
+	table := make([]byte, slots*LookupEntrySize)
 	r := bufio.NewReaderSize(io.NewSectionReader(b.f, 0, int64(n*lookupBuildRecord)), 64<<10)
 	var e [lookupBuildRecord]byte
 	for i := uint64(0); i < n; i++ {
@@ -253,20 +323,252 @@ func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
 		binary.LittleEndian.PutUint64(table[slot*LookupEntrySize:], lookupEntry(h, i))
 		copy(table[slot*LookupEntrySize+8:slot*LookupEntrySize+16], e[8:])
 	}
+	if _, err := f.WriteAt(table, 0); err != nil {
+		return 0, err
+	}
 	return crc32.Update(0, crcTable, table), nil
 }
 
-// writeZeros writes size zero bytes to f from its start.
-func writeZeros(f *os.File, size uint64) error {
-	zeros := make([]byte, min(size, 1<<20))
-	for off := uint64(0); off < size; {
-		n, err := f.WriteAt(zeros[:min(uint64(len(zeros)), size-off)], int64(off))
-		if err != nil {
+// lookupWindows is the leaves sorted into windows of slots by home slot:
+// window k holds the leaves whose home slot is in [k*size, (k+1)*size), in
+// leaf order, as records of lookupBucketRecord bytes in a scratch file.
+type lookupWindows struct {
+	f       *os.File
+	slots   uint64
+	size    uint64   // slots per window
+	count   uint64   // windows
+	starts  []uint64 // record index of each window's first leaf, and the end
+	buf     []byte
+	counts  []uint32     // per slot of the loaded window: leaves whose home it is
+	entries []lookupLeaf // the loaded window's leaves by home slot, then leaf index
+	loaded  []lookupLeaf
+}
+
+// lookupBucketRecord is a leaf in a window: hash, kvs offset, leaf index.
+const lookupBucketRecord = 24
+
+type lookupLeaf struct{ home, leaf, h, off uint64 }
+
+// maxLookupWindows bounds the number of windows, and so the buffers that
+// sort the leaves into them: larger tables get larger windows.
+const maxLookupWindows = 256
+
+// partition sorts the n recorded leaves into windows, in two passes over the
+// scratch file: one counts each window's leaves, one writes them.
+func (b *lookupBuilder) partition(n, slots uint64) (*lookupWindows, error) {
+	size := max(lookupWindow, (slots+maxLookupWindows-1)/maxLookupWindows)
+	w := &lookupWindows{slots: slots, size: size, count: (slots + size - 1) / size}
+	scan := func(f func(i, h, off uint64) error) error {
+		r := bufio.NewReaderSize(io.NewSectionReader(b.f, 0, int64(n*lookupBuildRecord)), 64<<10)
+		var e [lookupBuildRecord]byte
+		for i := uint64(0); i < n; i++ {
+			if _, err := io.ReadFull(r, e[:]); err != nil {
+				return fmt.Errorf("read key hashes: %w", err)
+			}
+			if err := f(i, binary.LittleEndian.Uint64(e[:]), binary.LittleEndian.Uint64(e[8:])); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	w.starts = make([]uint64, w.count+1)
+	if err := scan(func(_, h, _ uint64) error {
+		w.starts[lookupHome(h, slots)/size+1]++
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for k := uint64(1); k <= w.count; k++ {
+		w.starts[k] += w.starts[k-1]
+	}
+	var err error
+	if w.f, err = os.OpenFile(b.f.Name()+".windows", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	// each window's leaves go through a buffer of their own
+	const bufRecords = 170 // about 4 KiB
+	bufs := make([]byte, w.count*bufRecords*lookupBucketRecord)
+	used := make([]uint64, w.count)
+	pos := append([]uint64(nil), w.starts[:w.count]...)
+	flush := func(k uint64) error {
+		if used[k] == 0 {
+			return nil
+		}
+		b := bufs[k*bufRecords*lookupBucketRecord:][:used[k]*lookupBucketRecord]
+		if _, err := w.f.WriteAt(b, int64(pos[k]*lookupBucketRecord)); err != nil {
 			return err
 		}
-		off += uint64(n)
+		pos[k] += used[k]
+		used[k] = 0
+		return nil
+	}
+	err = scan(func(i, h, off uint64) error {
+		k := lookupHome(h, slots) / size
+		rec := bufs[(k*bufRecords+used[k])*lookupBucketRecord:]
+		binary.LittleEndian.PutUint64(rec, h)
+		binary.LittleEndian.PutUint64(rec[8:], off)
+		binary.LittleEndian.PutUint64(rec[16:], i)
+		if used[k]++; used[k] == bufRecords {
+			return flush(k)
+		}
+		return nil
+	})
+	for k := uint64(0); k < w.count && err == nil; k++ {
+		err = flush(k)
+	}
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// close closes and removes the windows' scratch file.
+func (w *lookupWindows) close() {
+	if w.f != nil {
+		_ = w.f.Close()
+		_ = os.Remove(w.f.Name())
+		w.f = nil
+	}
+}
+
+// load reads window k: counts and, with entries set, entries, ordered by
+// home slot, then by leaf index.
+func (w *lookupWindows) load(k uint64, entries bool) error {
+	lo, n := k*w.size, w.starts[k+1]-w.starts[k]
+	w.buf = resize(w.buf, n*lookupBucketRecord)
+	buf := w.buf
+	if _, err := w.f.ReadAt(buf, int64(w.starts[k]*lookupBucketRecord)); err != nil {
+		return fmt.Errorf("read key hashes: %w", err)
+	}
+	w.counts = resize(w.counts, w.size)
+	clear(w.counts)
+	w.loaded = w.loaded[:0]
+	if entries {
+		w.loaded = resize(w.loaded, n)[:0]
+	}
+	for r := 0; r < len(buf); r += lookupBucketRecord {
+		h := binary.LittleEndian.Uint64(buf[r:])
+		l := lookupLeaf{home: lookupHome(h, w.slots), h: h, off: binary.LittleEndian.Uint64(buf[r+8:]), leaf: binary.LittleEndian.Uint64(buf[r+16:])}
+		w.counts[l.home-lo]++
+		if entries {
+			w.loaded = append(w.loaded, l)
+		}
+	}
+	if !entries {
+		return nil
+	}
+	// a counting sort, stable: a window holds its leaves in leaf order
+	w.entries = resize(w.entries, uint64(len(w.loaded)))
+	sum := uint32(0)
+	for i, c := range w.counts {
+		w.counts[i] = sum
+		sum += c
+	}
+	for _, l := range w.loaded {
+		w.entries[w.counts[l.home-lo]] = l
+		w.counts[l.home-lo]++
+	}
+	// counts now holds each slot's end in entries: back to counts
+	prev := uint32(0)
+	for i, end := range w.counts {
+		w.counts[i] = end - prev
+		prev = end
 	}
 	return nil
+}
+
+// resize returns s with length n, reusing its array when large enough;
+// a new one has room to spare, as windows differ a little in size.
+func resize[T any](s []T, n uint64) []T {
+	if uint64(cap(s)) < n {
+		return make([]T, n, n+n/4+64)
+	}
+	return s[:n]
+}
+
+// lastEmptySlot returns a slot that the table leaves empty. Which slots end
+// up occupied does not depend on the order of insertion: going over the
+// slots from 0 with a count of leaves still looking for a slot, a slot is
+// occupied when the count (plus the leaves whose home it is) is positive.
+// Leaves still looking at the end wrap around and take the first slots
+// this pass found empty, one each; the last slot it found empty stays so,
+// since at least one slot does (the table is at most two-thirds full).
+func (w *lookupWindows) lastEmptySlot() (uint64, error) {
+	carry, last, found := uint64(0), uint64(0), false
+	for k := uint64(0); k < w.count; k++ {
+		if err := w.load(k, false); err != nil {
+			return 0, err
+		}
+		lo := k * w.size
+		for i, c := range w.counts[:min(w.size, w.slots-lo)] {
+			if carry += uint64(c); carry > 0 {
+				carry--
+			} else {
+				last, found = lo+uint64(i), true
+			}
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("no empty slot among %d", w.slots)
+	}
+	return last, nil
+}
+
+// lookupHeap is a min-heap of leaves by leaf index.
+type lookupHeap []lookupLeaf
+
+func (h *lookupHeap) push(l lookupLeaf) {
+	*h = append(*h, l)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p].leaf <= a[i].leaf {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *lookupHeap) pop() lookupLeaf {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a = a[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(a) && a[l].leaf < a[m].leaf {
+			m = l
+		}
+		if r < len(a) && a[r].leaf < a[m].leaf {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return top
+}
+
+// fileCRC returns the CRC32C of the first size bytes of f.
+func fileCRC(f *os.File, size uint64) (uint32, error) {
+	r := io.NewSectionReader(f, 0, int64(size))
+	crc := uint32(0)
+	buf := make([]byte, 256<<10)
+	for size > 0 {
+		k := min(uint64(len(buf)), size)
+		if _, err := io.ReadFull(r, buf[:k]); err != nil {
+			return 0, err
+		}
+		crc = crc32.Update(crc, crcTable, buf[:k])
+		size -= k
+	}
+	return crc, nil
 }
 
 // close closes and removes the scratch file.

@@ -1,0 +1,124 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// referenceLookup is the table the format defines: the leaves inserted in
+// leaf order, each in the first empty slot from its home slot on, wrapping
+// at the end, in a table held whole.
+func referenceLookup(hashes, offs []uint64) []byte {
+	n := uint64(len(hashes))
+	slots := lookupSlots(n)
+	table := make([]byte, slots*LookupEntrySize)
+	for i, h := range hashes {
+		slot := lookupHome(h, slots)
+		for binary.LittleEndian.Uint64(table[slot*LookupEntrySize:]) != 0 {
+			slot = lookupNext(slot, slots)
+		}
+		binary.LittleEndian.PutUint64(table[slot*LookupEntrySize:], lookupEntry(h, uint64(i)))
+		binary.LittleEndian.PutUint64(table[slot*LookupEntrySize+8:], offs[i])
+	}
+	return table
+}
+
+// buildLookup builds the table of hashes and offs with lookupBuilder, window
+// slots at a time (0: whole), and returns it and the checksum build
+// reported.
+func buildLookup(t *testing.T, dir string, hashes, offs []uint64, window uint64) ([]byte, uint32) {
+	t.Helper()
+	defer func(w, m uint64) { lookupWindow, lookupWholeMax = w, m }(lookupWindow, lookupWholeMax)
+	lookupWindow, lookupWholeMax = window, 0
+	if window == 0 {
+		lookupWholeMax = math.MaxUint64
+	}
+	b, err := newLookupBuilder(filepath.Join(dir, "hashes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	for i, h := range hashes {
+		if err := b.addHash(h, offs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lookup"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	crc, err := b.build(f, uint64(len(hashes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table, crc
+}
+
+// TestLookupBuild: the build, whole (window 0) or windowed, gives the bytes
+// of leaf-order insertion into a whole table, and their checksum, for random tables small
+// enough that runs of occupied slots collide and wrap around the end, for
+// every window size from one slot to the whole table; and for keys whose
+// home slots are all the last one or all the first.
+func TestLookupBuild(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	dir := t.TempDir()
+	check := func(name string, hashes []uint64, windows ...uint64) {
+		t.Helper()
+		offs := make([]uint64, len(hashes))
+		for i := range offs {
+			offs[i] = r.Uint64() >> 1
+		}
+		want := referenceLookup(hashes, offs)
+		for _, w := range windows {
+			got, crc := buildLookup(t, dir, hashes, offs, w)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s, %d keys, window %d: table differs from leaf-order insertion\n got %x\nwant %x", name, len(hashes), w, got, want)
+			}
+			if c := crc32.Update(0, crcTable, want); crc != c {
+				t.Fatalf("%s, %d keys, window %d: checksum %08x, want %08x", name, len(hashes), w, crc, c)
+			}
+		}
+	}
+	trials := 1500
+	if testing.Short() {
+		trials = 300
+	}
+	for trial := 0; trial < trials; trial++ {
+		n := 1 + r.Intn(40)
+		hashes := make([]uint64, n)
+		for i := range hashes {
+			hashes[i] = r.Uint64()
+		}
+		slots := lookupSlots(uint64(n))
+		check("random", hashes, 0, 1, 2, 3, 1+uint64(r.Int63n(int64(slots))), slots, 1<<16)
+	}
+	// homes at the extremes: one run of every key, from the last slot
+	// around to the first ones, or from slot 0
+	for _, n := range []int{1, 2, 5, 12, 100} {
+		last, first := make([]uint64, n), make([]uint64, n)
+		for i := range last {
+			last[i] = ^uint64(0)       // home: the last slot
+			first[i] = uint64(i) << 40 // home 0: the low 40 bits are zero
+		}
+		slots := lookupSlots(uint64(n))
+		check("homes at the last slot", last, 0, 1, 3, slots)
+		check("homes at slot 0", first, 0, 1, 3, slots)
+	}
+	// a larger table through the default window and a few others
+	hashes := make([]uint64, 100_000)
+	for i := range hashes {
+		hashes[i] = r.Uint64()
+	}
+	check("large", hashes, 0, 1<<14, 4093, lookupSlots(uint64(len(hashes))))
+}
