@@ -148,8 +148,7 @@ func NewWriter(dir string, version int64) (*Writer, error) {
 		}
 		w.files[i].buf = bufio.NewWriterSize(&w.files[i].crcFile, size)
 	}
-	// The lookup table is written through a shared mapping, which needs
-	// the file open for reading too.
+	// The lookup table's build reads the file back for its checksum.
 	if w.lookup, err = os.OpenFile(filepath.Join(tmp, FileLookup), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
 		_ = w.Abort()
 		return nil, fmt.Errorf("snapshot: %w", err)
