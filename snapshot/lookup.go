@@ -187,6 +187,7 @@ type lookupBuilder struct {
 	f       *os.File
 	buf     *bufio.Writer
 	scratch [lookupBuildRecord]byte
+	touched byte // see buildWhole
 }
 
 // lookupBuildRecord is the size of a leaf's record in the scratch file: the
@@ -308,34 +309,71 @@ func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
 // scan calls f with each of the n recorded leaves, in leaf order: its
 // index, key hash and kvs offset.
 func (b *lookupBuilder) scan(n uint64, f func(i, h, off uint64) error) error {
-	r := bufio.NewReaderSize(io.NewSectionReader(b.f, 0, int64(n*lookupBuildRecord)), 64<<10)
-	var e [lookupBuildRecord]byte
-	for i := uint64(0); i < n; i++ {
-		if _, err := io.ReadFull(r, e[:]); err != nil {
+	return b.scanChunks(n, func(first uint64, recs []byte) error {
+		for j := 0; j < len(recs); j += lookupBuildRecord {
+			e := recs[j : j+lookupBuildRecord]
+			if err := f(first+uint64(j/lookupBuildRecord), binary.LittleEndian.Uint64(e), binary.LittleEndian.Uint64(e[8:])); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// lookupScanChunk is how many records scanChunks reads at a time (64 KiB).
+const lookupScanChunk = 4096
+
+// scanChunks calls f with the n recorded leaves in leaf order, a chunk of
+// whole records at a time; first is the index of the chunk's first leaf.
+// recs is reused by the next call.
+func (b *lookupBuilder) scanChunks(n uint64, f func(first uint64, recs []byte) error) error {
+	buf := make([]byte, lookupScanChunk*lookupBuildRecord)
+	for first := uint64(0); first < n; {
+		recs := buf[:min(n-first, lookupScanChunk)*lookupBuildRecord]
+		if _, err := b.f.ReadAt(recs, int64(first*lookupBuildRecord)); err != nil {
 			return fmt.Errorf("read key hashes: %w", err)
 		}
-		if err := f(i, binary.LittleEndian.Uint64(e[:]), binary.LittleEndian.Uint64(e[8:])); err != nil {
+		if err := f(first, recs); err != nil {
 			return err
 		}
+		first += uint64(len(recs) / lookupBuildRecord)
 	}
 	return nil
 }
+
+// lookupAhead is how many leaves ahead buildWhole reads the home slot of
+// the leaf it will insert: the reads of a table larger than the caches miss,
+// and reads issued apart from the insertions that depend on them overlap.
+const lookupAhead = 16
 
 // buildWhole builds the table in memory, inserting the leaves in leaf
 // order, and writes it with one call.
 func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64) (uint32, error) {
 	table := make([]byte, slots*LookupEntrySize)
-	if err := b.scan(n, func(i, h, off uint64) error {
-		slot := lookupHome(h, slots)
-		for binary.LittleEndian.Uint64(table[slot*LookupEntrySize:]) != 0 {
-			slot = lookupNext(slot, slots)
+	var touched byte
+	if err := b.scanChunks(n, func(first uint64, recs []byte) error {
+		m := len(recs) / lookupBuildRecord
+		for j := 0; j < min(lookupAhead, m); j++ {
+			touched |= table[lookupHome(binary.LittleEndian.Uint64(recs[j*lookupBuildRecord:]), slots)*LookupEntrySize]
 		}
-		binary.LittleEndian.PutUint64(table[slot*LookupEntrySize:], lookupEntry(h, i))
-		binary.LittleEndian.PutUint64(table[slot*LookupEntrySize+8:], off)
+		for j := 0; j < m; j++ {
+			if a := j + lookupAhead; a < m {
+				touched |= table[lookupHome(binary.LittleEndian.Uint64(recs[a*lookupBuildRecord:]), slots)*LookupEntrySize]
+			}
+			e := recs[j*lookupBuildRecord : (j+1)*lookupBuildRecord]
+			h := binary.LittleEndian.Uint64(e)
+			slot := lookupHome(h, slots)
+			for binary.LittleEndian.Uint64(table[slot*LookupEntrySize:]) != 0 {
+				slot = lookupNext(slot, slots)
+			}
+			binary.LittleEndian.PutUint64(table[slot*LookupEntrySize:], lookupEntry(h, first+uint64(j)))
+			binary.LittleEndian.PutUint64(table[slot*LookupEntrySize+8:], binary.LittleEndian.Uint64(e[8:]))
+		}
 		return nil
 	}); err != nil {
 		return 0, err
 	}
+	b.touched = touched // keeps the reads ahead from being dropped
 	if _, err := f.WriteAt(table, 0); err != nil {
 		return 0, err
 	}

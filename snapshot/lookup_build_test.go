@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"math/rand"
@@ -123,40 +124,41 @@ func TestLookupBuild(t *testing.T) {
 	check("large", hashes, 0, 1<<14, 4093, lookupSlots(uint64(len(hashes))))
 }
 
-// BenchmarkLookupBuild builds the lookup table of 1,000,000 random keys
-// (24 MB), whole in memory or window by window.
+// BenchmarkLookupBuild builds the lookup table of 250,000 random keys (6
+// MB) and of 1,000,000 (24 MB), whole in memory or window by window.
 func BenchmarkLookupBuild(b *testing.B) {
-	const n = 1_000_000
-	r := rand.New(rand.NewSource(1))
-	dir := b.TempDir()
-	lb, err := newLookupBuilder(filepath.Join(dir, "hashes"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer lb.close()
-	for i := 0; i < n; i++ {
-		if err := lb.addHash(r.Uint64(), uint64(i)); err != nil {
+	for _, n := range []int{250_000, 1_000_000} {
+		r := rand.New(rand.NewSource(1))
+		dir := b.TempDir()
+		lb, err := newLookupBuilder(filepath.Join(dir, "hashes"))
+		if err != nil {
 			b.Fatal(err)
 		}
-	}
-	for _, whole := range []bool{true, false} {
-		b.Run(map[bool]string{true: "whole", false: "windows"}[whole], func(b *testing.B) {
-			defer func(m uint64) { lookupWholeMax = m }(lookupWholeMax)
-			lookupWholeMax = 0
-			if whole {
-				lookupWholeMax = math.MaxUint64
+		defer lb.close()
+		for i := 0; i < n; i++ {
+			if err := lb.addHash(r.Uint64(), uint64(i)); err != nil {
+				b.Fatal(err)
 			}
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				f, err := os.OpenFile(filepath.Join(dir, "lookup"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-				if err != nil {
-					b.Fatal(err)
+		}
+		for _, whole := range []bool{true, false} {
+			b.Run(fmt.Sprintf("keys=%d/%s", n, map[bool]string{true: "whole", false: "windows"}[whole]), func(b *testing.B) {
+				defer func(m uint64) { lookupWholeMax = m }(lookupWholeMax)
+				lookupWholeMax = 0
+				if whole {
+					lookupWholeMax = math.MaxUint64
 				}
-				if _, err := lb.build(f, n); err != nil {
-					b.Fatal(err)
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					f, err := os.OpenFile(filepath.Join(dir, "lookup"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := lb.build(f, uint64(n)); err != nil {
+						b.Fatal(err)
+					}
+					f.Close()
 				}
-				f.Close()
-			}
-		})
+			})
+		}
 	}
 }
