@@ -59,7 +59,10 @@ type DB struct {
 		touched map[string]bool          // stores changed in the working version
 		rewrite *rewriteJob              // running background rewrite
 		pruning bool
-		bgErr   error // failure of a background job, reported by the next Commit
+		// pruneAgain has the running prune go again, for a snapshot
+		// switched to while it ran
+		pruneAgain bool
+		bgErr      error // failure of a background job, reported by the next Commit or by Close
 		// broken is set when a change failed inside a tree (a corrupt
 		// snapshot), or a commit saved the trees but could not log the
 		// version: the working trees may then hold part of a change, or
@@ -77,6 +80,9 @@ type DB struct {
 	// afterWrite, when set (by tests), runs in a background rewrite after
 	// its snapshot is written and mapped, before the catch-up.
 	afterWrite func(ctx context.Context, version int64)
+	// beforePrune, when set (by tests), runs at the start of each prune;
+	// an error fails the prune.
+	beforePrune func(cur int64) error
 
 	views struct {
 		sync.Mutex
@@ -830,7 +836,9 @@ func (db *DB) rollback(current int64) error {
 
 // Close stops and joins the background work, flushes the log and releases
 // the snapshots and the lock. Views still held keep their snapshots mapped
-// until released.
+// until released. Close also returns the failure of a background job (a
+// rewrite or the pruning after one) that no Commit has reported; the
+// database is closed all the same.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.mu.closed {
@@ -844,7 +852,9 @@ func (db *DB) Close() error {
 
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	var errs []error
+	// a failure of a background job that no Commit has reported
+	errs := []error{db.mu.bgErr}
+	db.mu.bgErr = nil
 	if job := db.mu.rewrite; job != nil {
 		if job.res != nil && job.res.gen != nil {
 			job.res.gen.release()

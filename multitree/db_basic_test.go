@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
@@ -231,6 +232,103 @@ func TestRewriteSnapshotRefusesUncommitted(t *testing.T) {
 		if !bytes.Equal(db.LastCommitInfo().Hash(), info.Hash()) || db.SnapshotVersion() != info.Version {
 			t.Fatalf("%s: reopened at %d (snapshot %d) with another hash", name, db.Version(), db.SnapshotVersion())
 		}
+	}
+}
+
+// TestRewriteSnapshotPrunes: RewriteSnapshot prunes the snapshots it
+// replaces in the background and Close waits for it; a rewrite while a
+// prune runs has that prune go again for the new snapshot; a failed prune
+// is reported by the next Commit, or by Close if no Commit came.
+func TestRewriteSnapshotPrunes(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *DB {
+		db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	commit := func(db *DB) error {
+		if err := db.Set("a", []byte("k"), []byte(fmt.Sprint(db.Version()+1))); err != nil {
+			t.Fatal(err)
+		}
+		_, err := db.Commit()
+		return err
+	}
+	rewrite := func(db *DB) {
+		if err := commit(db); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RewriteSnapshot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapshots := func(want ...int64) {
+		t.Helper()
+		got, err := listSnapshots(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("snapshots %v, want %v", got, want)
+		}
+	}
+	pruning := func(db *DB) bool {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return db.mu.pruning
+	}
+
+	// a second rewrite while the first one's prune is held
+	db := open()
+	release, pruned := make(chan struct{}), make(chan int64, 8)
+	db.beforePrune = func(cur int64) error {
+		pruned <- cur
+		<-release
+		return nil
+	}
+	rewrite(db)
+	if cur := <-pruned; cur != 1 {
+		t.Fatalf("pruning for snapshot %d, want 1", cur)
+	}
+	rewrite(db)
+	close(release)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(pruned)
+	var rest []int64
+	for cur := range pruned {
+		rest = append(rest, cur)
+	}
+	if fmt.Sprint(rest) != "[2]" {
+		t.Fatalf("pruned again for snapshots %v, want [2]", rest)
+	}
+	snapshots(2)
+
+	// a failed prune reported by the next Commit, then one left to Close
+	injected := errors.New("injected prune failure")
+	db = open()
+	db.beforePrune = func(int64) error { return injected }
+	rewrite(db)
+	for pruning(db) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := commit(db); !errors.Is(err, ErrRewrite) || !errors.Is(err, injected) {
+		t.Fatalf("commit after a failed prune: %v", err)
+	}
+	if err := commit(db); err != nil {
+		t.Fatalf("the failure reported twice: %v", err)
+	}
+	rewrite(db)
+	if err := db.Close(); !errors.Is(err, ErrRewrite) || !errors.Is(err, injected) {
+		t.Fatalf("close after a failed prune: %v", err)
+	}
+	snapshots(2, 3, 6)
+	db = open()
+	defer db.Close()
+	if db.Version() != 6 || db.SnapshotVersion() != 6 {
+		t.Fatalf("reopened at version %d, snapshot %d", db.Version(), db.SnapshotVersion())
 	}
 }
 

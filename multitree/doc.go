@@ -22,9 +22,11 @@
 // later Commit switches to the new trees after rebasing the few versions
 // committed since the last catch-up round, a pause that depends on the
 // changes of those versions, not on the state's size. Across store upgrades
-// the catch-up replays the log instead. Old snapshots beyond SnapshotKeepRecent and the log entries
-// before the oldest kept snapshot are then removed in the background. Close
-// cancels and joins all of it.
+// the catch-up replays the log instead. Old snapshots beyond
+// SnapshotKeepRecent and the log entries before the oldest kept snapshot
+// are then removed in the background, as they are after a synchronous
+// RewriteSnapshot. Close cancels and joins all of it, and returns a failure
+// of it that no Commit has reported.
 //
 // # Durability
 //

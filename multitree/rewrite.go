@@ -261,9 +261,14 @@ func sameRoots(a, b map[string]*memiavl.Tree) error {
 }
 
 // startPruneLocked removes snapshots beyond SnapshotKeepRecent and the log
-// entries older than the oldest kept snapshot, in the background.
+// entries older than the oldest kept snapshot, in the background. Called
+// while a prune runs, it has that prune go again for the current snapshot.
 func (db *DB) startPruneLocked() {
-	if db.mu.pruning || db.mu.closed {
+	if db.mu.closed {
+		return
+	}
+	if db.mu.pruning {
+		db.mu.pruneAgain = true
 		return
 	}
 	db.mu.pruning = true
@@ -271,17 +276,30 @@ func (db *DB) startPruneLocked() {
 	db.wg.Add(1)
 	go func() {
 		defer db.wg.Done()
-		err := db.prune(cur)
-		db.mu.Lock()
-		db.mu.pruning = false
-		if err != nil && db.mu.bgErr == nil {
-			db.mu.bgErr = fmt.Errorf("%w: pruning: %w", ErrRewrite, err)
+		for {
+			err := db.prune(cur)
+			db.mu.Lock()
+			if err != nil && db.mu.bgErr == nil {
+				db.mu.bgErr = fmt.Errorf("%w: pruning: %w", ErrRewrite, err)
+			}
+			if !db.mu.pruneAgain || err != nil {
+				db.mu.pruning, db.mu.pruneAgain = false, false
+				db.mu.Unlock()
+				return
+			}
+			db.mu.pruneAgain = false
+			cur = db.mu.gen.version
+			db.mu.Unlock()
 		}
-		db.mu.Unlock()
 	}()
 }
 
 func (db *DB) prune(cur int64) error {
+	if h := db.beforePrune; h != nil {
+		if err := h(cur); err != nil {
+			return err
+		}
+	}
 	versions, err := listSnapshots(db.dir)
 	if err != nil {
 		return err
@@ -373,10 +391,14 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 }
 
 // RewriteSnapshot synchronously writes a snapshot of the last committed
-// version, switches the working trees to it and prunes old snapshots. It is
-// meant for offline use; a background rewrite in progress is waited for
-// first. It refuses with ErrUncommitted while the working version has
-// changes.
+// version and switches the working trees to it. It is meant for offline
+// use; a background rewrite in progress is waited for first. It refuses
+// with ErrUncommitted while the working version has changes. Old snapshots
+// and log entries are then pruned in the background, as after a background
+// rewrite: removing files can take longer than writing them (on a file
+// system that discards freed blocks at once), and nothing waits on it.
+// Close waits for the pruning and returns its failure if no Commit has
+// reported it.
 func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -418,8 +440,6 @@ func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	db.mu.lastSnap = v
 	old.release()
 	db.publishLocked()
-	db.mu.Unlock()
-	err = db.prune(v)
-	db.mu.Lock()
-	return err
+	db.startPruneLocked()
+	return nil
 }
