@@ -50,7 +50,11 @@ import (
 //     (sampled every millisecond) and of the resident set (VmHWM after a
 //     reset through /proc/self/clear_refs) over their values before it.
 //
-// Both must end with the same app hash.
+// Both must end with the same app hash. MEMIAVL_BENCH_COMPARE_RUNS (default
+// 1) runs each side that many times, alternating which goes first; the
+// table then gives each metric's median and range, and the ratio of the
+// medians: on a noisy machine one run of each side is not enough to
+// compare them.
 
 const childEnv = "MEMIAVL_BENCH_CHILD"
 
@@ -78,6 +82,7 @@ type compareParams struct {
 	scale    float64
 	blocks   int64
 	interval int64
+	runs     int64
 }
 
 func compareParamsFromEnv() compareParams {
@@ -85,6 +90,7 @@ func compareParamsFromEnv() compareParams {
 		scale:    envFloat("MEMIAVL_BENCH_COMPARE_SCALE", 1),
 		blocks:   envInt("MEMIAVL_BENCH_COMPARE_BLOCKS", 700),
 		interval: envInt("MEMIAVL_BENCH_COMPARE_INTERVAL", 200),
+		runs:     envInt("MEMIAVL_BENCH_COMPARE_RUNS", 1),
 	}
 }
 
@@ -93,65 +99,130 @@ func TestSyncComparison(t *testing.T) {
 		t.Skip("set MEMIAVL_BENCH_COMPARE=1 to run")
 	}
 	p := compareParamsFromEnv()
-	t.Logf("workload scale %g, %d blocks, snapshot interval %d", p.scale, p.blocks, p.interval)
-	var res []compareResult
-	for _, impl := range []string{implOurs, implRef} {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+impl)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, os.Stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%s child: %v\n%s", impl, err, out.String())
+	if p.runs < 1 {
+		t.Fatalf("MEMIAVL_BENCH_COMPARE_RUNS=%d: need at least 1", p.runs)
+	}
+	t.Logf("workload scale %g, %d blocks, snapshot interval %d, %d run(s) per side", p.scale, p.blocks, p.interval, p.runs)
+	var ours, ref []compareResult
+	for run := int64(0); run < p.runs; run++ {
+		// alternate which side goes first, so that a drift of the
+		// machine's speed does not favour one side
+		order := []string{implOurs, implRef}
+		if run%2 == 1 {
+			order = []string{implRef, implOurs}
 		}
-		var r compareResult
-		found := false
-		for _, line := range strings.Split(out.String(), "\n") {
-			if s, ok := strings.CutPrefix(line, "RESULT "); ok {
-				if err := json.Unmarshal([]byte(s), &r); err != nil {
-					t.Fatal(err)
-				}
-				found = true
+		for _, impl := range order {
+			r := runCompareChild(t, impl)
+			if impl == implOurs {
+				ours = append(ours, r)
+			} else {
+				ref = append(ref, r)
 			}
 		}
-		if !found {
-			t.Fatalf("%s child printed no result:\n%s", impl, out.String())
+	}
+	for _, r := range append(slices.Clone(ours), ref...) {
+		if r.AppHash != ours[0].AppHash {
+			t.Errorf("app hashes differ: %s %s, ours %s", r.Impl, r.AppHash, ours[0].AppHash)
 		}
-		res = append(res, r)
 	}
-	if res[0].AppHash != res[1].AppHash {
-		t.Errorf("app hashes differ: ours %s, reference %s", res[0].AppHash, res[1].AppHash)
-	}
-	t.Log("\n" + formatComparison(res[0], res[1]))
+	t.Log("\n" + formatComparison(ours, ref))
 }
 
-func formatComparison(o, r compareResult) string {
+// runCompareChild runs one side of the comparison in a child process and
+// returns its result.
+func runCompareChild(t *testing.T, impl string) compareResult {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+impl)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s child: %v\n%s", impl, err, out.String())
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if s, ok := strings.CutPrefix(line, "RESULT "); ok {
+			var r compareResult
+			if err := json.Unmarshal([]byte(s), &r); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+	}
+	t.Fatalf("%s child printed no result:\n%s", impl, out.String())
+	return compareResult{}
+}
+
+// compareMetrics are the rows of the comparison table.
+var compareMetrics = []struct {
+	name, unit  string
+	value       func(compareResult) float64
+	lowerBetter bool
+}{
+	{"sync throughput", "updates/s", func(r compareResult) float64 { return r.UpdatesPerSec }, false},
+	{"commit latency p50", "ms", func(r compareResult) float64 { return r.CommitP50ms }, true},
+	{"commit latency p99", "ms", func(r compareResult) float64 { return r.CommitP99ms }, true},
+	{"block latency p50", "ms", func(r compareResult) float64 { return r.BlockP50ms }, true},
+	{"block latency p99", "ms", func(r compareResult) float64 { return r.BlockP99ms }, true},
+	{"peak RSS", "MiB", func(r compareResult) float64 { return float64(r.PeakRSS) / (1 << 20) }, true},
+	{"disk usage", "MiB", func(r compareResult) float64 { return float64(r.DiskBytes) / (1 << 20) }, true},
+	{"open + replay", "s", func(r compareResult) float64 { return r.OpenSeconds }, true},
+	{"offline rewrite", "s", func(r compareResult) float64 { return r.RewriteSeconds }, true},
+	{"offline rewrite, heap growth", "MiB", func(r compareResult) float64 { return float64(r.RewriteHeap) / (1 << 20) }, true},
+	{"offline rewrite, RSS growth", "MiB", func(r compareResult) float64 { return float64(r.RewriteRSS) / (1 << 20) }, true},
+	{"background rewrite, mean", "s", func(r compareResult) float64 { return mean(r.Rewrites) }, true},
+}
+
+// formatComparison prints a row per metric: each side's value, or with
+// several runs its median and range, and the ratio of ours to the
+// reference's (of the medians).
+func formatComparison(ours, ref []compareResult) string {
 	var b strings.Builder
-	row := func(name, unit string, ov, rv float64, lowerBetter bool) {
-		ratio := ov / rv
+	cell := func(rs []compareResult, f func(compareResult) float64) (string, float64) {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = f(r)
+		}
+		med := median(xs)
+		if len(xs) == 1 {
+			return fmt.Sprintf("%.4g", med), med
+		}
+		return fmt.Sprintf("%.4g (%.4g-%.4g)", med, slices.Min(xs), slices.Max(xs)), med
+	}
+	what := "value"
+	if len(ours) > 1 {
+		what = fmt.Sprintf("median (range) of %d", len(ours))
+	}
+	fmt.Fprintf(&b, "| %-36s | %-32s | %-32s | %8s | |\n", "metric", "ours, "+what, "refmemiavl, "+what, "ours/ref")
+	fmt.Fprintf(&b, "|%s|%s|%s|%s|---|\n", strings.Repeat("-", 38), strings.Repeat("-", 34), strings.Repeat("-", 34), strings.Repeat("-", 10))
+	for _, m := range compareMetrics {
+		oc, ov := cell(ours, m.value)
+		rc, rv := cell(ref, m.value)
 		note := "higher is better"
-		if lowerBetter {
+		if m.lowerBetter {
 			note = "lower is better"
 		}
-		fmt.Fprintf(&b, "| %-32s | %14.4g | %14.4g | %7.2fx | %s |\n", name+" ("+unit+")", ov, rv, ratio, note)
+		fmt.Fprintf(&b, "| %-36s | %32s | %32s | %7.2fx | %s |\n", m.name+" ("+m.unit+")", oc, rc, ov/rv, note)
 	}
-	fmt.Fprintf(&b, "| %-32s | %14s | %14s | %8s | |\n", "metric", "ours", "refmemiavl", "ours/ref")
-	fmt.Fprintf(&b, "|%s|%s|%s|%s|---|\n", strings.Repeat("-", 34), strings.Repeat("-", 16), strings.Repeat("-", 16), strings.Repeat("-", 10))
-	row("sync throughput", "updates/s", o.UpdatesPerSec, r.UpdatesPerSec, false)
-	row("commit latency p50", "ms", o.CommitP50ms, r.CommitP50ms, true)
-	row("commit latency p99", "ms", o.CommitP99ms, r.CommitP99ms, true)
-	row("block latency p50", "ms", o.BlockP50ms, r.BlockP50ms, true)
-	row("block latency p99", "ms", o.BlockP99ms, r.BlockP99ms, true)
-	row("peak RSS", "MiB", float64(o.PeakRSS)/(1<<20), float64(r.PeakRSS)/(1<<20), true)
-	row("disk usage", "MiB", float64(o.DiskBytes)/(1<<20), float64(r.DiskBytes)/(1<<20), true)
-	row("open + replay", "s", o.OpenSeconds, r.OpenSeconds, true)
-	row("offline rewrite", "s", o.RewriteSeconds, r.RewriteSeconds, true)
-	row("offline rewrite, heap growth", "MiB", float64(o.RewriteHeap)/(1<<20), float64(r.RewriteHeap)/(1<<20), true)
-	row("offline rewrite, RSS growth", "MiB", float64(o.RewriteRSS)/(1<<20), float64(r.RewriteRSS)/(1<<20), true)
-	row("background rewrite, mean", "s", mean(o.Rewrites), mean(r.Rewrites), true)
-	fmt.Fprintf(&b, "\nbackground rewrites completed: ours %d, refmemiavl %d; versions replayed at open: ours %d, refmemiavl %d\n",
-		len(o.Rewrites), len(r.Rewrites), o.Replayed, r.Replayed)
-	fmt.Fprintf(&b, "app hash: ours %s, refmemiavl %s\n", o.AppHash, r.AppHash)
+	for i := range ours {
+		fmt.Fprintf(&b, "\nrun %d: background rewrites completed: ours %d, refmemiavl %d; versions replayed at open: ours %d, refmemiavl %d",
+			i+1, len(ours[i].Rewrites), len(ref[i].Rewrites), ours[i].Replayed, ref[i].Replayed)
+	}
+	fmt.Fprintf(&b, "\napp hash: ours %s, refmemiavl %s\n", ours[0].AppHash, ref[0].AppHash)
 	return b.String()
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), NaN for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func mean(xs []float64) float64 {
@@ -345,4 +416,35 @@ func pct(ds []time.Duration, p float64) float64 {
 	slices.Sort(s)
 	i := min(len(s)-1, max(0, int(p*float64(len(s))+0.5)-1))
 	return float64(s[i]) / float64(time.Millisecond)
+}
+
+func TestFormatComparison(t *testing.T) {
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median of 3, 1, 2: %v", got)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median of 4, 1, 3, 2: %v", got)
+	}
+	if !math.IsNaN(median(nil)) {
+		t.Error("median of nothing is not NaN")
+	}
+	res := func(impl string, ups float64, rss int64) compareResult {
+		return compareResult{Impl: impl, UpdatesPerSec: ups, PeakRSS: rss << 20, AppHash: "h"}
+	}
+	out := formatComparison(
+		[]compareResult{res(implOurs, 300, 400), res(implOurs, 100, 500), res(implOurs, 200, 450)},
+		[]compareResult{res(implRef, 100, 900), res(implRef, 50, 800), res(implRef, 150, 1000)})
+	for _, want := range []string{
+		"200 (100-300)", "100 (50-150)", "2.00x", // throughput: medians and their ratio
+		"450 (400-500)", "900 (800-1000)", "0.50x", // peak RSS
+		"median (range) of 3",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	one := formatComparison([]compareResult{res(implOurs, 300, 400)}, []compareResult{res(implRef, 100, 800)})
+	if strings.Contains(one, "range") || !strings.Contains(one, "3.00x") {
+		t.Errorf("one run's table:\n%s", one)
+	}
 }
