@@ -411,6 +411,16 @@ func (l *Log) writeRunLocked(run []pendingRecord) error {
 		return fmt.Errorf("wal: write %s at offset %d: %w", l.segmentPath(l.w.base), l.w.size, err)
 	}
 	l.w.size += int64(len(data))
+	if l.w.size-l.w.wbFrom >= writebackChunk {
+		// Start writing the segment back without waiting, so that the
+		// fsync that ends it (or an fsync policy's) finds little left to
+		// do: under a relaxed policy the whole segment would otherwise be
+		// dirty when the Commit that fills it rolls to the next one.
+		if wb, ok := l.w.f.(writebacker); ok {
+			wb.startWriteback(l.w.wbFrom, l.w.size-l.w.wbFrom)
+		}
+		l.w.wbFrom = l.w.size
+	}
 	v := run[len(run)-1].version
 
 	l.mu.Lock()
@@ -464,7 +474,7 @@ func (l *Log) rollLocked(base int64) error {
 		f.Close()
 		return fmt.Errorf("wal: create segment %s: %w", path, err)
 	}
-	l.w.f, l.w.base, l.w.size = f, base, segmentHeaderSize
+	l.w.f, l.w.base, l.w.size, l.w.wbFrom = f, base, segmentHeaderSize, segmentHeaderSize
 
 	l.mu.Lock()
 	l.mu.segments = append(l.mu.segments, segment{base: base, path: path, size: segmentHeaderSize})

@@ -48,7 +48,10 @@
 //     had not yet written back, plus in asynchronous mode the queued
 //     entries. Older segments are complete and durable: a segment is
 //     fsynced before the next one is created. Flush does not fsync under
-//     this policy; Close does.
+//     this policy; Close does. So that this fsync, in the Append that fills
+//     a segment, does not wait for the whole segment to reach the disk, the
+//     writer starts the writeback of every 8 MiB it writes without waiting
+//     for it (sync_file_range), whatever the policy.
 //
 // Whatever the policy, a crash loses a suffix of the log, never an entry in
 // the middle, as long as the file system persists a file's data in order

@@ -77,6 +77,7 @@ type Log struct {
 		f        file  // active segment; nil when the log has no segment
 		base     int64 // base version of f
 		size     int64 // bytes written to f
+		wbFrom   int64 // offset in f from which writeback has not been started
 		unsynced int   // entries written to f since its last fsync
 		oldest   time.Time
 		batch    []byte          // coalescing buffer of the background writer
@@ -270,7 +271,7 @@ func (l *Log) load() (err error) {
 	}
 	if active != nil {
 		s := segs[len(segs)-1]
-		l.w.f, l.w.base, l.w.size = active, s.base, s.size
+		l.w.f, l.w.base, l.w.size, l.w.wbFrom = active, s.base, s.size, s.size
 	}
 	return nil
 }

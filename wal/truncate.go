@@ -176,7 +176,7 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 		l.w.f = nil
 		return err
 	}
-	l.w.f, l.w.base, l.w.size = f, s.base, end
+	l.w.f, l.w.base, l.w.size, l.w.wbFrom = f, s.base, end, end
 	l.mu.Lock()
 	l.mu.segments[keep].size = end
 	l.mu.last, l.mu.written = version, version
