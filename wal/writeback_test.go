@@ -44,11 +44,7 @@ func (w *wbFS) Create(path string) (file, error) {
 	if err != nil {
 		return nil, err
 	}
-	wf := &wbFile{file: f, fs: w, start: segmentHeaderSize}
-	w.mu.Lock()
-	w.files = append(w.files, wf)
-	w.mu.Unlock()
-	return wf, nil
+	return w.track(f, segmentHeaderSize), nil
 }
 
 func (w *wbFS) OpenFile(path string, readOnly bool) (file, error) {
@@ -60,11 +56,16 @@ func (w *wbFS) OpenFile(path string, readOnly bool) (file, error) {
 	if err != nil {
 		return nil, err
 	}
-	wf := &wbFile{file: f, fs: w, start: size}
+	return w.track(f, size), nil
+}
+
+// track wraps f, where the log starts writing at start, and records it.
+func (w *wbFS) track(f file, start int64) *wbFile {
+	wf := &wbFile{file: f, fs: w, start: start}
 	w.mu.Lock()
 	w.files = append(w.files, wf)
 	w.mu.Unlock()
-	return wf, nil
+	return wf
 }
 
 // TestWriteback: every writebackChunk bytes written to a segment start the
