@@ -25,8 +25,10 @@
 // the catch-up replays the log instead. Old snapshots beyond
 // SnapshotKeepRecent and the log entries before the oldest kept snapshot
 // are then removed in the background, as they are after a synchronous
-// RewriteSnapshot. Close cancels and joins all of it, and returns a failure
-// of it that no Commit has reported.
+// RewriteSnapshot. Open prunes no snapshot older than the current one: it
+// cannot tell those a crash kept from a prune from those a larger
+// SnapshotKeepRecent kept, so both stay until the next rewrite's prune. Close cancels and joins all of
+// it, and returns a failure of it that no Commit has reported.
 //
 // # Durability
 //
