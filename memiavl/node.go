@@ -17,12 +17,12 @@ import (
 // of an older version is committed and immutable: it may be shared by copies
 // of the tree read from other goroutines, and a mutation copies it first.
 //
-// The layout makes a node 128 bytes, two cache lines of its own in the
-// allocator's 128-byte size class: the first holds what a descent reads
-// (height, key prefix, key, children), the second what hashing and reads of
-// the value add. Keys and values are held as string headers, which are 8
-// bytes smaller than slices; key and value convert them back without
-// copying.
+// The layout makes a node 112 bytes, an allocator size class of its own:
+// the first 64 hold what a descent reads (height, key prefix, key,
+// children), the rest what hashing adds. Keys and values are held as string
+// headers, which are 8 bytes smaller than slices, and a leaf's value takes
+// the place of its right child (see value), so leaves and inner nodes have
+// one layout; key and value convert them back without copying.
 type node struct {
 	height uint8
 	hashed bool
@@ -34,9 +34,8 @@ type node struct {
 	pfx   uint64 // keyPrefix(key): decides most comparisons without reading key
 	k     string // the key's bytes, as given to Set; never modified
 	left  ref    // inner nodes only
-	right ref    // inner nodes only
+	right ref    // inner nodes; a leaf's value (see value)
 
-	v       string // leaves only: the value's bytes, as given to Set
 	version int64
 	size    int64
 	hash    [nodehash.Size]byte
@@ -58,8 +57,20 @@ func strb(s string) []byte {
 // key returns the node's key. The slice must not be modified.
 func (n *node) key() []byte { return strb(n.k) }
 
+// A leaf has no children, so it keeps its value, as given to Set, in the
+// slot of its right child: a ref and a string are both a pointer word
+// followed by a plain word (see TestNodeLayout), and the pointer word keeps
+// the value's bytes alive for the collector as the string would. Nothing
+// follows the right child of a leaf.
+
+// valueStr returns a leaf's value as a string sharing its bytes.
+func (n *node) valueStr() string { return *(*string)(unsafe.Pointer(&n.right)) }
+
+// setValue sets a leaf's value.
+func (n *node) setValue(v string) { *(*string)(unsafe.Pointer(&n.right)) = v }
+
 // value returns a leaf's value. The slice must not be modified.
-func (n *node) value() []byte { return strb(n.v) }
+func (n *node) value() []byte { return strb(n.valueStr()) }
 
 // ref points at a node: an in-memory node when n is set, otherwise a node of
 // the tree's snapshot. A ref is a plain value; following it allocates nothing.
@@ -75,7 +86,9 @@ func memRef(n *node) ref { return ref{n: n} }
 func (r ref) isNil() bool { return r.n == nil && r.p == prefNone }
 
 func newLeaf(key, value []byte, version int64) *node {
-	return &node{pfx: keyPrefix(key), k: bstr(key), v: bstr(value), version: version, size: 1}
+	n := &node{pfx: keyPrefix(key), k: bstr(key), version: version, size: 1}
+	n.setValue(bstr(value))
+	return n
 }
 
 // keyPrefix returns the first 8 bytes of key, zero padded, as a big-endian

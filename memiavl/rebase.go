@@ -261,12 +261,13 @@ func (g *grafter) graft(r ref) ref {
 		}
 		return memRef(c)
 	}
-	c := &node{height: n.height, hashed: true, pfx: n.pfx, k: n.k, v: n.v,
+	c := &node{height: n.height, hashed: true, pfx: n.pfx, k: n.k,
 		version: n.version, size: n.size, hash: n.hash}
 	old := g.t.pers.s
 	if n.height == 0 {
 		// its key or value lies in the old snapshot
-		c.k, c.v = string(n.key()), string(n.value()) // copies
+		c.k = string(n.key()) // copies
+		c.setValue(string(n.value()))
 	} else {
 		c.left = g.graft(n.left)
 		c.right = g.graft(n.right)

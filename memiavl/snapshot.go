@@ -108,8 +108,8 @@ func (sw *snapshotWriter) touchBelow(n *node, depth int) {
 			if len(c.k) > 0 {
 				sw.sink += uint64(c.k[0])
 			}
-			if len(c.v) > 0 {
-				sw.sink += uint64(c.v[0])
+			if v := c.valueStr(); len(v) > 0 {
+				sw.sink += uint64(v[0])
 			}
 		}
 	}

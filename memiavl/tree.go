@@ -331,7 +331,7 @@ func (t *Tree) set(r ref, key, value []byte, v int64) (ref, bool) {
 				left: r, right: memRef(newLeaf(key, value, v))}), false
 		default:
 			if r.n != nil && t.owns(r.n, v) {
-				r.n.v = bstr(value)
+				r.n.setValue(bstr(value))
 				r.n.version = v
 				r.n.hashed = false
 				return r, true
@@ -424,7 +424,7 @@ func (t *Tree) mutable(r ref, v int64) *node {
 		n := r.n
 		// field by field: a concurrent snapshot writer may set n.snap
 		return &node{height: n.height, pfx: n.pfx, k: n.k, left: n.left, right: n.right,
-			v: n.v, version: v, size: n.size}
+			version: v, size: n.size}
 	}
 	return t.pers.mutableBranch(r.p, v)
 }

@@ -66,7 +66,7 @@
 //   - Snapshot data is mapped, not read: it lives in the page cache and is
 //     not counted against the heap.
 //   - The working trees hold the nodes changed since their snapshot: per
-//     changed key, the leaf and the inner nodes on its path (128 bytes each,
+//     changed key, the leaf and the inner nodes on its path (112 bytes each,
 //     plus the key and value bytes, which are the caller's and are not
 //     copied). This grows with the number of changed nodes between snapshots.
 //   - A background rewrite's catch-up copies the nodes created since the
