@@ -398,7 +398,9 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 // rewrite: removing files can take longer than writing them (on a file
 // system that discards freed blocks at once), and nothing waits on it.
 // Close waits for the pruning and returns its failure if no Commit has
-// reported it.
+// reported it. The parts of the current snapshot that did not change are
+// copied as they are on disk; see VerifySnapshot for files that may be
+// damaged.
 func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()

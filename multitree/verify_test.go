@@ -3,8 +3,10 @@ package multitree
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +62,50 @@ func TestVerify(t *testing.T) {
 	os.WriteFile(seg, orig, 0o644)
 	if _, err := Verify(dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVerifySnapshot: the snapshot a database works from passes, a flipped
+// byte in it fails with ErrCorrupt while the database stays usable, and a
+// closed database refuses.
+func TestVerifySnapshot(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 1, 8)
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 9, 3)
+	if err := db.VerifySnapshot(); err != nil {
+		t.Fatal(err)
+	}
+	kvs := filepath.Join(dir, snapshotDirName(8), treeDirName("bank"), "kvs")
+	orig, err := os.ReadFile(kvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := bytes.Clone(orig)
+	c[len(c)/2] ^= 1
+	// written in place: the mapping shows the change
+	if err := os.WriteFile(kvs, c, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.VerifySnapshot(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), snapshotDirName(8)) {
+		t.Fatalf("corrupt snapshot: %v", err)
+	}
+	if err := os.WriteFile(kvs, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.VerifySnapshot(); err != nil {
+		t.Fatalf("after repair: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.VerifySnapshot(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed: %v", err)
 	}
 }

@@ -387,6 +387,45 @@ func TestRewriteSnapshot(t *testing.T) {
 	}
 }
 
+// TestRewriteSnapshotDamaged: a damaged byte in the snapshot a rewrite
+// would copy from stops it before anything changes, with or without
+// --rollback; --skip-verify writes anyway.
+func TestRewriteSnapshotDamaged(t *testing.T) {
+	dir := t.TempDir()
+	hash := makeDB(t, dir, 0.01, 40, 10, 20)
+	// the lookup table: damage that the checksums find and the rewrite,
+	// which builds a new table, never reads
+	lookup := filepath.Join(dir, snapshotDirName(20), "s-bank", "lookup")
+	fi, err := os.Stat(lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipByte(t, lookup, fi.Size()/2)
+	unchanged := func(what string) {
+		t.Helper()
+		var res DumpResult
+		_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", dir)), &res)
+		if res.Version != 40 || res.AppHash != hash || res.SnapshotVersion != 20 || !equalInts(res.Snapshots, []int64{0, 10, 20}) || res.WALLast != 40 {
+			t.Fatalf("after %s: %+v", what, res)
+		}
+	}
+	for _, args := range [][]string{
+		{"rewrite-snapshot", dir},
+		{"rewrite-snapshot", "--version", "30", "--rollback", dir},
+	} {
+		code, _, errs := cli(t, args...)
+		if code != exitFailure || !strings.Contains(errs, "checksum") || !strings.Contains(errs, snapshotDirName(20)) {
+			t.Fatalf("%v over a damaged snapshot: exit %d\n%s", args, code, errs)
+		}
+		unchanged(strings.Join(args[:len(args)-1], " "))
+	}
+	code, out, errs := cli(t, "rewrite-snapshot", "--skip-verify", dir)
+	if code != 0 || !strings.Contains(out, snapshotDirName(40)+" written") || strings.Contains(errs, "verifying") {
+		t.Fatalf("--skip-verify: exit %d\n%s%s", code, out, errs)
+	}
+	mustCLI(t, "verify", dir) // the damaged snapshot is pruned
+}
+
 func TestRewriteSnapshotVersion(t *testing.T) {
 	src := t.TempDir()
 	hash := makeDB(t, src, 0.01, 40, 10, 30)

@@ -30,6 +30,7 @@ type rewriteOptions struct {
 	keepRecent  int
 	concurrency int
 	progress    string
+	skipVerify  bool
 }
 
 func newRewriteCmd() *cobra.Command {
@@ -49,6 +50,14 @@ open replays the log from V to the latest version, so nothing committed is
 lost. With --rollback every version after V is discarded (the log is cut
 back to V), as a node's rollback does.
 
+Before writing, it verifies the snapshot it starts from (checksums, tree
+structure, every hash; 'memiavl verify' checks the same and more): the
+parts that did not change since are copied as they are on disk, so damage
+in them would otherwise carry over into the new snapshot under fresh
+checksums, and the older snapshots it prunes could be the only good copies.
+A damaged snapshot stops the command before anything is written or pruned.
+--skip-verify leaves the check out, for a snapshot just verified.
+
 Interrupting it (Ctrl-C, a kill, a crash) is safe: the snapshot is written
 under a temporary name and only switched to once complete and durable; the
 next writer open removes the leftovers, so the command can simply be run
@@ -67,6 +76,7 @@ lines on stderr.`,
 	f.IntVar(&o.keepRecent, "keep-recent", 0, "snapshots older than the new one to keep (with the log entries after them)")
 	f.IntVar(&o.concurrency, "concurrency", 0, "trees written in parallel (default: GOMAXPROCS)")
 	f.StringVar(&o.progress, "progress", "auto", "progress display: auto (a bar on a terminal, else log lines), bar, log or none")
+	f.BoolVar(&o.skipVerify, "skip-verify", false, "do not verify the snapshot the rewrite starts from")
 	return cmd
 }
 
@@ -99,6 +109,12 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if o.rollback && !o.skipVerify {
+		// the writer's open rolls back: verify before anything changes
+		if err := verifyBase(stderr, dir, o.version); err != nil {
+			return err
+		}
+	}
 	db, err := multitree.Open(dir, multitree.Options{
 		TargetVersion:      o.version,
 		Rollback:           o.rollback,
@@ -117,6 +133,12 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	if version == base {
 		fmt.Fprintf(stdout, "snapshot %d is already the current snapshot of version %d: nothing to write\n", base, version)
 		return db.Close()
+	}
+	if !o.skipVerify && !o.rollback {
+		fmt.Fprintf(stderr, "rewrite-snapshot: verifying snapshot %d, which the new one copies from\n", base)
+		if err := db.VerifySnapshot(); err != nil {
+			return fmt.Errorf("nothing was written or pruned: %w", err)
+		}
 	}
 	estimate := estimateSnapshotBytes(db, dir, base)
 	tmp := filepath.Join(dir, snapshotDirName(version)+tmpSuffix)
@@ -259,4 +281,19 @@ func watchRewrite(w io.Writer, tmp string, estimate int64, mode string, done <-c
 			}
 		}
 	}
+}
+
+// verifyBase verifies the snapshot a database opened at version (0: the
+// latest) starts from, through a read-only open that changes nothing.
+func verifyBase(stderr io.Writer, dir string, version int64) error {
+	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, TargetVersion: version, SnapshotInterval: -1, ViewCacheSize: -1})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fmt.Fprintf(stderr, "rewrite-snapshot: verifying snapshot %d, which the new one copies from\n", db.SnapshotVersion())
+	if err := db.VerifySnapshot(); err != nil {
+		return fmt.Errorf("nothing was rolled back, written or pruned: %w", err)
+	}
+	return db.Close()
 }
