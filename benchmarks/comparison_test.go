@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"math"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 
 	refmemiavl "github.com/crypto-org-chain/cronos/memiavl"
 
+	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"github.com/seed-6dfbb450/memiavl/internal/workload"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
