@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	refmemiavl "github.com/crypto-org-chain/cronos/memiavl"
 	"github.com/tidwall/btree"
 
+	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )

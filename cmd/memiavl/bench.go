@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
-	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"github.com/seed-6dfbb450/memiavl/internal/workload"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
