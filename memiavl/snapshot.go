@@ -35,6 +35,13 @@ func (t *Tree) Snapshot() *snapshot.Snapshot { return t.pers.s }
 // by node. It only reads committed nodes, so it may run on a Copy in another
 // goroutine while the original tree goes on changing. Cancelling ctx aborts
 // the write and removes the partial files.
+//
+// Meanwhile another goroutine checks the checksums of the files of the
+// tree's snapshot that the write reads (snapshot.Snapshot.VerifyChecksums:
+// leaves, branches, keys and values), and a mismatch fails the write
+// before the new snapshot is put in place: what the write copies from it
+// would otherwise go into the new files under checksums of their own, and
+// damage that no read has met yet would no longer be found by them.
 func (t *Tree) WriteSnapshot(ctx context.Context, dir string) error {
 	return t.writeSnapshot(ctx, dir, nil)
 }
@@ -49,6 +56,8 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap) (err e
 			_ = w.Abort()
 		}
 	}()
+	checked := t.checkSnapshot(ctx)
+	defer checked(false) // the check reads the snapshot: it ends before the write returns
 	if !t.saved.isNil() {
 		sw := snapshotWriter{t: t, w: w, ctx: ctx, m: m}
 		sw.bulk = bulkCopy && t.pers.s != nil && t.pers.s.FormatVersion() == snapshot.FormatVersion
@@ -56,7 +65,41 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap) (err e
 			return err
 		}
 	}
+	if err := checked(true); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: the snapshot the write copies from: %w", ErrCorrupt, err)
+	}
 	return w.Finish()
+}
+
+// checkSnapshot starts checking the checksums of the tree's snapshot on a
+// goroutine of its own and returns the function that ends the check: with
+// wait set it waits for the check and returns its result, otherwise it
+// cancels it and waits for it to stop. Only the first call counts.
+func (t *Tree) checkSnapshot(ctx context.Context) func(wait bool) error {
+	s := t.pers.s
+	if s == nil {
+		return func(bool) error { return nil }
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	res := make(chan error, 1)
+	// the files the write reads; it builds the index and the lookup table
+	go func() { res <- s.VerifyChecksums(ctx, snapshot.FileLeaves, snapshot.FileBranches, snapshot.FileKVs) }()
+	var done bool
+	return func(wait bool) error {
+		if done {
+			return nil
+		}
+		done = true
+		if !wait {
+			cancel()
+		}
+		err := <-res
+		cancel()
+		return err
+	}
 }
 
 type snapshotWriter struct {

@@ -3,6 +3,7 @@ package memiavl_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -373,4 +374,54 @@ func readDir(t *testing.T, dir string) map[string][]byte {
 		t.Fatalf("no files in %s", dir)
 	}
 	return out
+}
+
+// TestWriteSnapshotChecksSource: a write from a tree whose snapshot has a
+// damaged byte, in a part the write copies, fails with ErrCorrupt and leaves
+// nothing at the target; the intact snapshot writes, and a cancelled write
+// reports the cancellation, not damage.
+func TestWriteSnapshotChecksSource(t *testing.T) {
+	tr, err := memiavl.New(memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2000; i++ {
+		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte(fmt.Sprint("value-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	tr = reopen(t, tr, src)
+	if _, err := tr.Set([]byte("key-00000"), []byte("changed")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+
+	// a value byte near the end of kvs, in a subtree copied unchanged
+	kvs := filepath.Join(src, snapshot.FileKVs)
+	fi, err := os.Stat(kvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := testutil.DamageByte(t, kvs, fi.Size()-2)
+	dst := filepath.Join(t.TempDir(), "dst")
+	err = tr.WriteSnapshot(context.Background(), dst)
+	if !errors.Is(err, memiavl.ErrCorrupt) || !errors.Is(err, snapshot.ErrChecksum) {
+		t.Fatalf("write from a damaged snapshot: %v", err)
+	}
+	if _, serr := os.Stat(dst); !os.IsNotExist(serr) {
+		t.Fatalf("the failed write left %s: %v", dst, serr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := tr.WriteSnapshot(ctx, dst); !errors.Is(err, context.Canceled) || errors.Is(err, memiavl.ErrCorrupt) {
+		t.Fatalf("cancelled write: %v", err)
+	}
+	restore()
+	sameContents(t, tr, reopen(t, tr, dst))
 }

@@ -41,13 +41,16 @@
 // and the leftovers are removed by the next writer Open.
 //
 // A write that fails (a full disk, an I/O error) is reported, never
-// half-applied. A failed background rewrite is reported by the next Commit,
-// wrapped as ErrRewrite along with the version that Commit did commit; the
-// database keeps working from its previous snapshot and tries again one
-// interval later. A Commit that cannot write the log returns the error and
-// the database refuses every later change and commit with ErrBroken: the
-// versions committed before stay readable, and reopening the database
-// continues from the last version the log holds.
+// half-applied. A rewrite checks the checksums of the snapshot files it
+// copies from while it writes and fails with ErrCorrupt on a mismatch, so
+// damaged bytes never get checksums of their own in a new snapshot (and the
+// older snapshots are not pruned). A failed background rewrite is reported
+// by the next Commit, wrapped as ErrRewrite along with the version that
+// Commit did commit; the database keeps working from its previous snapshot
+// and tries again one interval later. A Commit that cannot write the log
+// returns the error and the database refuses every later change and commit
+// with ErrBroken: the versions committed before stay readable, and
+// reopening the database continues from the last version the log holds.
 //
 // # Reads
 //

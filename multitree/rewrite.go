@@ -366,7 +366,11 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 		} else {
 			errs[i] = t.WriteSnapshot(ctx, tdir)
 		}
-		if errs[i] != nil {
+		switch {
+		case errs[i] == nil:
+		case errors.Is(errs[i], memiavl.ErrCorrupt):
+			errs[i] = fmt.Errorf("%w: store %q: %w", ErrCorrupt, names[i], errs[i])
+		default:
 			errs[i] = fmt.Errorf("store %q: %w", names[i], errs[i])
 		}
 	})
@@ -398,9 +402,9 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 // rewrite: removing files can take longer than writing them (on a file
 // system that discards freed blocks at once), and nothing waits on it.
 // Close waits for the pruning and returns its failure if no Commit has
-// reported it. The parts of the current snapshot that did not change are
-// copied as they are on disk; see VerifySnapshot for files that may be
-// damaged.
+// reported it. A checksum mismatch in the files of the current snapshot
+// that the write copies from fails it with ErrCorrupt (see
+// memiavl.Tree.WriteSnapshot); VerifySnapshot checks more.
 func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()

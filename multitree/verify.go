@@ -86,13 +86,12 @@ func Verify(dir string) (*VerifyReport, error) {
 // VerifySnapshot checks the files of the snapshot the database works from
 // (SnapshotVersion) as Verify checks each kept snapshot: every store's
 // checksums and tree structure, with every hash recomputed. It reads the
-// whole snapshot; commits and reads go on meanwhile. A rewrite copies the
-// parts of that snapshot that did not change since as they are on disk,
-// under checksums of its own, so damage that no read has met yet would
-// carry over into the new snapshot unseen by its checksums (Verify still
-// finds it, by the hashes): an offline rewrite of files that may be damaged
-// should verify them first, as the command-line rewrite-snapshot does.
-// Errors wrap ErrCorrupt.
+// whole snapshot; commits and reads go on meanwhile. Every rewrite already
+// checks the checksums of the files it copies from, so that it never puts
+// damaged bytes under checksums of its own; VerifySnapshot also finds
+// damage the checksums cannot (files written wrong), and the command-line
+// rewrite-snapshot runs it before it writes and prunes. Errors wrap
+// ErrCorrupt.
 func (db *DB) VerifySnapshot() error {
 	db.mu.Lock()
 	if db.mu.closed {

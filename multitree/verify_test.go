@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
 
 func TestVerify(t *testing.T) {
@@ -65,11 +68,11 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// TestVerifySnapshot: the snapshot a database works from passes, a flipped
-// byte in it fails with ErrCorrupt while the database stays usable, and a
-// closed database refuses.
-func TestVerifySnapshot(t *testing.T) {
-	dir := t.TempDir()
+// snapshotAt8 creates a database in dir with its current snapshot at
+// version 8 and returns it open, with background rewrites off, and the
+// path of the bank store's kvs file in that snapshot.
+func snapshotAt8(t *testing.T, dir string) (*DB, string) {
+	t.Helper()
 	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -78,27 +81,33 @@ func TestVerifySnapshot(t *testing.T) {
 	if err := db.RewriteSnapshot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	kvs := filepath.Join(dir, snapshotDirName(8), treeDirName("bank"), "kvs")
+	fi, err := os.Stat(kvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() < 2 {
+		t.Fatalf("%s has %d bytes", kvs, fi.Size())
+	}
+	return db, kvs
+}
+
+// TestVerifySnapshot: the snapshot a database works from passes, a flipped
+// byte in it fails with ErrCorrupt while the database stays usable, and a
+// closed database refuses.
+func TestVerifySnapshot(t *testing.T) {
+	dir := t.TempDir()
+	db, kvs := snapshotAt8(t, dir)
 	commitN(t, db, 9, 3)
 	if err := db.VerifySnapshot(); err != nil {
 		t.Fatal(err)
 	}
-	kvs := filepath.Join(dir, snapshotDirName(8), treeDirName("bank"), "kvs")
-	orig, err := os.ReadFile(kvs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := bytes.Clone(orig)
-	c[len(c)/2] ^= 1
-	// written in place: the mapping shows the change
-	if err := os.WriteFile(kvs, c, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	fi, _ := os.Stat(kvs)
+	restore := testutil.DamageByte(t, kvs, fi.Size()/2)
 	if err := db.VerifySnapshot(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), snapshotDirName(8)) {
 		t.Fatalf("corrupt snapshot: %v", err)
 	}
-	if err := os.WriteFile(kvs, orig, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	restore()
 	if err := db.VerifySnapshot(); err != nil {
 		t.Fatalf("after repair: %v", err)
 	}
@@ -107,5 +116,76 @@ func TestVerifySnapshot(t *testing.T) {
 	}
 	if err := db.VerifySnapshot(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("closed: %v", err)
+	}
+}
+
+// TestRewriteOverDamagedSnapshot: a rewrite refuses to copy from a snapshot
+// whose checksums fail, offline (RewriteSnapshot's error) and in the
+// background (the next Commits report ErrRewrite wrapping ErrCorrupt after
+// committing); the database goes on from its snapshot and rewrites again
+// once the damage is repaired.
+func TestRewriteOverDamagedSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	db, kvs := snapshotAt8(t, dir)
+	fi, _ := os.Stat(kvs)
+	restore := testutil.DamageByte(t, kvs, fi.Size()/2)
+	commitN(t, db, 1, 2)
+	if err := db.RewriteSnapshot(context.Background()); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("offline rewrite over a damaged snapshot: %v", err)
+	}
+	if v := db.SnapshotVersion(); v != 8 {
+		t.Fatalf("snapshot %d after the failed rewrite, want 8", v)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := Open(dir, Options{SnapshotInterval: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var failed error
+	for i := 0; i < 200 && failed == nil; i++ {
+		v := db.WorkingVersion()
+		if err := db.ApplyChangeSets(crashBlock(1, v)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			failed = err
+			if db.Version() != v {
+				t.Fatalf("version %d not committed with the report: %v", v, err)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(failed, ErrRewrite) || !errors.Is(failed, ErrCorrupt) {
+		t.Fatalf("background rewrite over a damaged snapshot: %v", failed)
+	}
+	if v := db.SnapshotVersion(); v != 8 {
+		t.Fatalf("snapshot %d after the failed rewrite, want 8", v)
+	}
+	// repaired while no rewrite runs: a rewrite reads the files over time
+	if err := db.Close(); !errors.Is(err, ErrRewrite) && err != nil {
+		t.Fatal(err)
+	}
+	restore()
+	db, err = Open(dir, Options{SnapshotInterval: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := 0; i < 200 && db.SnapshotVersion() == 8; i++ {
+		commitN(t, db, 1, 1)
+		time.Sleep(time.Millisecond)
+	}
+	if db.SnapshotVersion() == 8 {
+		t.Fatal("no rewrite after the repair")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,12 +2,14 @@ package snapshot
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
-	"golang.org/x/sys/unix"
 	"hash/crc32"
 	"path/filepath"
+	"slices"
 
 	"github.com/ledgerwatch/erigon-lib/mmap"
+	"golang.org/x/sys/unix"
 
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 )
@@ -48,10 +50,8 @@ func (s *Snapshot) Verify() error {
 		}
 	}()
 
-	for i, b := range s.maps {
-		if got := crc32.Checksum(b, crcTable); got != s.files[i].crc {
-			return checksumError(s.path(i), s.files[i].crc, got)
-		}
+	if err := s.VerifyChecksums(context.Background()); err != nil {
+		return err
 	}
 	if err := s.verifyLeaves(); err != nil {
 		return err
@@ -60,6 +60,38 @@ func (s *Snapshot) Verify() error {
 		return err
 	}
 	return s.verifyLookup()
+}
+
+// checksumChunk is how many bytes VerifyChecksums reads between checks of
+// its context.
+const checksumChunk = 4 << 20
+
+// VerifyChecksums checks the CRC32C of the named data files (FileLeaves,
+// FileBranches, FileKVs, FileIndex, FileLookup; none names them all)
+// against meta, the first part of Verify, reading each file once through
+// its mapping and leaving the mapping's advice alone, so that reads may go
+// on meanwhile. It returns ctx's error if ctx ends first. Errors wrap
+// ErrCorrupt and ErrChecksum and name the file.
+func (s *Snapshot) VerifyChecksums(ctx context.Context, files ...string) error {
+	if s.closed {
+		return ErrClosed
+	}
+	for i, b := range s.maps {
+		if len(files) > 0 && !slices.Contains(files, dataFileNames[i]) {
+			continue
+		}
+		var crc uint32
+		for off := 0; off < len(b); off += checksumChunk {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			crc = crc32.Update(crc, crcTable, b[off:min(off+checksumChunk, len(b))])
+		}
+		if crc != s.files[i].crc {
+			return checksumError(s.path(i), s.files[i].crc, crc)
+		}
+	}
+	return nil
 }
 
 func (s *Snapshot) verifyLeaves() error {

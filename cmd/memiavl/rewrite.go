@@ -51,12 +51,12 @@ lost. With --rollback every version after V is discarded (the log is cut
 back to V), as a node's rollback does.
 
 Before writing, it verifies the snapshot it starts from (checksums, tree
-structure, every hash; 'memiavl verify' checks the same and more): the
-parts that did not change since are copied as they are on disk, so damage
-in them would otherwise carry over into the new snapshot under fresh
-checksums, and the older snapshots it prunes could be the only good copies.
-A damaged snapshot stops the command before anything is written or pruned.
---skip-verify leaves the check out, for a snapshot just verified.
+structure, every hash; 'memiavl verify' checks the same and more): the new
+snapshot copies the parts that did not change, and the older snapshots it
+prunes could be the only good copies. A damaged snapshot stops the command
+before anything is written or pruned. --skip-verify leaves that out, for a
+snapshot just verified; the write still checks the checksums of the files
+it copies from.
 
 Interrupting it (Ctrl-C, a kill, a crash) is safe: the snapshot is written
 under a temporary name and only switched to once complete and durable; the

@@ -1,6 +1,6 @@
 // Package testutil holds helpers shared by the tests of several packages:
-// seeded randomness that reports its seed, and generators of keys and values
-// shaped like a chain's state.
+// seeded randomness that reports its seed, generators of keys and values
+// shaped like a chain's state, and damage to a file's bytes.
 package testutil
 
 import (
@@ -81,4 +81,29 @@ func (g *KeyGen) Value(maxLen int) []byte {
 	v := make([]byte, g.r.Intn(maxLen+1))
 	g.r.Read(v)
 	return v
+}
+
+// DamageByte flips bits of the byte at off in the file at path, in place,
+// so that mappings of the file see the change, and returns the function
+// that restores it.
+func DamageByte(t testing.TB, path string, off int64) (restore func()) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{b[0] ^ 0x24}, off); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if _, err := f.WriteAt(b, off); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
