@@ -17,7 +17,7 @@ import (
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
-// Defaults of the bench command, sized so that it takes about a minute on
+// Defaults of the bench command, sized so that it takes 10-20 seconds on
 // a machine with two cores.
 const (
 	defaultBenchBlocks   = 700
@@ -117,7 +117,7 @@ reports:
 Without --dir it works in a temporary directory removed at the end. With
 --dir the directory must be empty or absent, and is kept.
 
-At its defaults it takes about a minute on a machine with two cores.`,
+At its defaults it takes 10-20 seconds on a machine with two cores.`,
 		Example: `  memiavl bench
   memiavl bench --scale 0.1 --blocks 200 --json
   memiavl bench --dir /tmp/bench --sync every-commit --async-buffer 16`,
