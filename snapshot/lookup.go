@@ -238,7 +238,9 @@ func (b *lookupBuilder) addHash(h, kvOff uint64) error {
 // that ends up empty, so that no run of occupied slots wraps around it
 // (see lastEmptySlot). A table of up to lookupWholeMax bytes is built
 // whole instead, by inserting the leaves in leaf order.
-func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
+//
+// The writes of the table wait for pace first.
+func (b *lookupBuilder) build(f *os.File, n uint64, pace *pacer) (crc uint32, err error) {
 	if err := b.buf.Flush(); err != nil {
 		return 0, err
 	}
@@ -247,7 +249,7 @@ func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
 		return 0, nil
 	}
 	if slots*LookupEntrySize <= lookupWholeMax {
-		return b.buildWhole(f, n, slots)
+		return b.buildWhole(f, n, slots, pace)
 	}
 	win, err := b.partition(n, slots)
 	if err != nil {
@@ -295,6 +297,9 @@ func (b *lookupBuilder) build(f *os.File, n uint64) (crc uint32, err error) {
 			slot := w[(s-lo)*LookupEntrySize:]
 			binary.LittleEndian.PutUint64(slot, lookupEntry(e.h, e.leaf))
 			binary.LittleEndian.PutUint64(slot[8:], e.off)
+		}
+		if err := pace.wait(len(w)); err != nil {
+			return 0, err
 		}
 		if _, err := f.WriteAt(w, int64(lo*LookupEntrySize)); err != nil {
 			return 0, err
@@ -348,7 +353,7 @@ const lookupAhead = 16
 
 // buildWhole builds the table in memory, inserting the leaves in leaf
 // order, and writes it with one call.
-func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64) (uint32, error) {
+func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64, pace *pacer) (uint32, error) {
 	table := make([]byte, slots*LookupEntrySize)
 	var touched byte
 	if err := b.scanChunks(n, func(first uint64, recs []byte) error {
@@ -374,6 +379,9 @@ func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64) (uint32, error) 
 		return 0, err
 	}
 	b.touched = touched // keeps the reads ahead from being dropped
+	if err := pace.wait(len(table)); err != nil {
+		return 0, err
+	}
 	if _, err := f.WriteAt(table, 0); err != nil {
 		return 0, err
 	}

@@ -55,7 +55,7 @@ func buildLookup(t *testing.T, dir string, hashes, offs []uint64, window uint64)
 		t.Fatal(err)
 	}
 	defer f.Close()
-	crc, err := b.build(f, uint64(len(hashes)))
+	crc, err := b.build(f, uint64(len(hashes)), &pacer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func BenchmarkLookupBuild(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if _, err := lb.build(f, uint64(n)); err != nil {
+					if _, err := lb.build(f, uint64(n), &pacer{}); err != nil {
 						b.Fatal(err)
 					}
 					f.Close()

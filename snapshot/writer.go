@@ -41,6 +41,7 @@ const (
 // limit.
 type crcFile struct {
 	f       *os.File
+	pace    *pacer
 	n       uint64
 	crc     uint32
 	flushed uint64 // bytes handed to writeback
@@ -50,6 +51,9 @@ type crcFile struct {
 const writebackChunk = 8 << 20
 
 func (c *crcFile) Write(p []byte) (int, error) {
+	if err := c.pace.wait(len(p)); err != nil {
+		return 0, err
+	}
 	n, err := c.f.Write(p)
 	c.crc = crc32.Update(c.crc, crcTable, p[:n])
 	c.n += uint64(n)
@@ -95,6 +99,7 @@ type Writer struct {
 	files  [metaDataFileCount - 1]dataFile // streamed: every file but lookup
 	lookup *os.File                        // built at Finish from hashes
 	hashes *lookupBuilder
+	pace   pacer // see SetLimiter
 
 	leafCount   uint64
 	branchCount uint64
@@ -142,6 +147,7 @@ func NewWriter(dir string, version int64) (*Writer, error) {
 			return nil, fmt.Errorf("snapshot: %w", err)
 		}
 		w.files[i].f = f
+		w.files[i].pace = &w.pace
 		size := writeBufferSize
 		if i == metaFileIndexIndex {
 			size = indexWriteBufferSize
@@ -353,7 +359,7 @@ func (w *Writer) Finish() error {
 			}
 		}(&w.files[i])
 	}
-	crc, err := w.hashes.build(w.lookup, w.leafCount)
+	crc, err := w.hashes.build(w.lookup, w.leafCount, &w.pace)
 	if err != nil {
 		err = fmt.Errorf("snapshot: build %s: %w", FileLookup, err)
 	} else if serr := w.lookup.Sync(); serr != nil {

@@ -1,0 +1,59 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+)
+
+// Limiter paces the writes of a Writer (SetLimiter): WaitN blocks until n
+// more bytes may be written, or fails, for instance when ctx is done. A
+// *rate.Limiter of golang.org/x/time/rate is one. WaitN is called with at
+// most Burst() bytes at a time; a Limiter whose Burst is below 1 fails
+// every paced write.
+type Limiter interface {
+	WaitN(ctx context.Context, n int) error
+	Burst() int
+}
+
+// pacer waits for a Limiter before the writes of the snapshot's files; the
+// zero pacer does not wait.
+type pacer struct {
+	l   Limiter
+	ctx context.Context
+}
+
+// wait blocks until n more bytes may be written.
+func (p *pacer) wait(n int) error {
+	if p.l == nil {
+		return nil
+	}
+	burst := p.l.Burst()
+	for n > 0 {
+		k := n
+		if burst > 0 && k > burst {
+			k = burst
+		}
+		if err := p.l.WaitN(p.ctx, k); err != nil {
+			return fmt.Errorf("snapshot: paced write: %w", err)
+		}
+		n -= k
+	}
+	return nil
+}
+
+// SetLimiter makes the writer wait for l before each write to the files of
+// the snapshot (all but its scratch files, which hold a few bytes per leaf
+// and are removed at Finish), so that a snapshot written beside a running
+// database leaves the disk and the page cache to its reads. A wait that
+// fails (ctx done, say) fails the write that waited, and with it the
+// writer. A nil l removes the limiter. Call it before adding nodes.
+func (w *Writer) SetLimiter(ctx context.Context, l Limiter) {
+	if l == nil {
+		w.pace = pacer{}
+		return
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	w.pace = pacer{l: l, ctx: ctx}
+}

@@ -1,0 +1,182 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// countingLimiter counts the bytes it lets through and can fail once a
+// budget is spent.
+type countingLimiter struct {
+	mu     sync.Mutex
+	burst  int
+	total  int
+	calls  int
+	maxN   int
+	budget int   // fail a wait that would pass it; 0 means no budget
+	err    error // the failure
+}
+
+func (l *countingLimiter) Burst() int { return l.burst }
+
+func (l *countingLimiter) WaitN(ctx context.Context, n int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.budget > 0 && l.total+n > l.budget {
+		return l.err
+	}
+	l.total += n
+	l.calls++
+	l.maxN = max(l.maxN, n)
+	return nil
+}
+
+// writePaced writes the same tree as writeTree with seed 1 at version 9,
+// its writes paced by l (none if nil), and returns the writer's error; on
+// error the writer is aborted.
+func writePaced(ctx context.Context, dir string, keys, values [][]byte, l Limiter) error {
+	w, err := NewWriter(dir, 9)
+	if err != nil {
+		return err
+	}
+	defer w.Abort()
+	if l != nil {
+		w.SetLimiter(ctx, l)
+	}
+	g := &treeGen{
+		r:           rand.New(rand.NewSource(1)),
+		kv:          func(i int) ([]byte, []byte) { return keys[i], values[i] },
+		treeVersion: 9,
+		random:      true,
+		sink:        w,
+	}
+	if _, err := g.run(len(keys)); err != nil {
+		return err
+	}
+	return w.Finish()
+}
+
+// TestWriterLimiter checks that a limiter sees every byte of the
+// snapshot's files but meta, in waits no larger than its burst, and that
+// pacing changes none of the bytes, whether the lookup table is built whole
+// or in windows.
+func TestWriterLimiter(t *testing.T) {
+	keys, values := sortedKVs(rand.New(rand.NewSource(3)), 3000)
+	for _, whole := range []bool{true, false} {
+		t.Run(map[bool]string{true: "whole", false: "windows"}[whole], func(t *testing.T) {
+			if !whole {
+				defer func(m, w uint64) { lookupWholeMax, lookupWindow = m, w }(lookupWholeMax, lookupWindow)
+				lookupWholeMax, lookupWindow = 1024, 64
+			}
+			parent := t.TempDir()
+			plain, paced := filepath.Join(parent, "plain"), filepath.Join(parent, "paced")
+			if err := writePaced(context.Background(), plain, keys, values, nil); err != nil {
+				t.Fatal(err)
+			}
+			l := &countingLimiter{burst: 4096}
+			if err := writePaced(context.Background(), paced, keys, values, l); err != nil {
+				t.Fatal(err)
+			}
+			want, got := readDir(t, plain), readDir(t, paced)
+			data := 0
+			for name, b := range want {
+				if !bytes.Equal(got[name], b) {
+					t.Errorf("%s differs when paced", name)
+				}
+				if name != FileMeta {
+					data += len(b)
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("%d files paced, %d not", len(got), len(want))
+			}
+			if l.total != data {
+				t.Errorf("the limiter let %d bytes through, the files hold %d", l.total, data)
+			}
+			if l.maxN > l.burst || l.calls < data/l.burst {
+				t.Errorf("%d waits of at most %d bytes, burst %d", l.calls, l.maxN, l.burst)
+			}
+		})
+	}
+}
+
+// TestWriterLimiterFails checks that a failed wait fails the writer with
+// the limiter's error and leaves nothing behind, wherever it happens.
+func TestWriterLimiterFails(t *testing.T) {
+	keys, values := sortedKVs(rand.New(rand.NewSource(4)), 3000)
+	parent := t.TempDir()
+	if err := writePaced(context.Background(), filepath.Join(parent, "plain"), keys, values, nil); err != nil {
+		t.Fatal(err)
+	}
+	data := 0
+	for name, b := range readDir(t, filepath.Join(parent, "plain")) {
+		if name != FileMeta {
+			data += len(b)
+		}
+	}
+	errStop := errors.New("stop")
+	// fail at the first wait, in the middle, and at the lookup table,
+	// which is written last
+	for _, budget := range []int{1, data / 2, data - 1} {
+		dir := filepath.Join(parent, "paced")
+		l := &countingLimiter{burst: 1 << 20, budget: budget, err: errStop}
+		if err := writePaced(context.Background(), dir, keys, values, l); !errors.Is(err, errStop) {
+			t.Fatalf("budget %d of %d: %v", budget, data, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("budget %d: the snapshot directory: %v", budget, err)
+		}
+		if left := tmpEntries(t, parent); len(left) != 0 {
+			t.Fatalf("budget %d: left %v", budget, left)
+		}
+	}
+}
+
+// TestWriterRateLimiter paces a write with a rate.Limiter, whose waits must
+// not exceed its burst (the writer splits them), and cancels one.
+func TestWriterRateLimiter(t *testing.T) {
+	keys, values := sortedKVs(rand.New(rand.NewSource(5)), 3000)
+	parent := t.TempDir()
+	if err := writePaced(context.Background(), filepath.Join(parent, "plain"), keys, values, nil); err != nil {
+		t.Fatal(err)
+	}
+	fast := rate.NewLimiter(rate.Limit(1<<30), 4096)
+	if err := writePaced(context.Background(), filepath.Join(parent, "fast"), keys, values, fast); err != nil {
+		t.Fatal(err)
+	}
+	want, got := readDir(t, filepath.Join(parent, "plain")), readDir(t, filepath.Join(parent, "fast"))
+	for name, b := range want {
+		if !bytes.Equal(got[name], b) {
+			t.Errorf("%s differs when paced", name)
+		}
+	}
+
+	// 64 KiB a second: the write would take many seconds
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+	}()
+	slow := rate.NewLimiter(rate.Limit(64<<10), 4096)
+	err := writePaced(ctx, filepath.Join(parent, "slow"), keys, values, slow)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled paced write: %v", err)
+	}
+	if left := tmpEntries(t, parent); len(left) != 0 {
+		t.Fatalf("left %v", left)
+	}
+}
