@@ -21,6 +21,7 @@ require (
 	github.com/tidwall/btree v1.7.0
 	golang.org/x/sys v0.27.0
 	golang.org/x/term v0.26.0
+	golang.org/x/time v0.9.0
 	google.golang.org/protobuf v1.35.1
 )
 

@@ -41,6 +41,13 @@ type Config struct {
 	// RewriteConcurrency is how many stores a snapshot rewrite writes in
 	// parallel; 0 means the number of CPUs.
 	RewriteConcurrency int `mapstructure:"rewrite-concurrency"`
+	// RewriteRateLimit bounds how fast a background snapshot rewrite writes,
+	// in bytes per second, leaving the disk to the node's reads and log
+	// writes; 0 means no bound, and a bound must be at least
+	// multitree.MinRewriteRateLimit. A rewrite writes about the size of
+	// the state, which at this pace must take well under snapshot-interval
+	// blocks' time.
+	RewriteRateLimit int64 `mapstructure:"rewrite-rate-limit"`
 	// QueryViews is how many versions the store keeps open for queries and
 	// historical branches (CacheMultiStoreWithVersion), the latest ones
 	// first. A branch whose version has been evicted fails its next read
@@ -88,6 +95,10 @@ func (c Config) Validate() error {
 		return bad("negative async-commit-buffer %d", c.AsyncCommitBuffer)
 	case c.RewriteConcurrency < 0:
 		return bad("negative rewrite-concurrency %d", c.RewriteConcurrency)
+	case c.RewriteRateLimit < 0:
+		return bad("negative rewrite-rate-limit %d", c.RewriteRateLimit)
+	case c.RewriteRateLimit > 0 && c.RewriteRateLimit < multitree.MinRewriteRateLimit:
+		return bad("rewrite-rate-limit %d below the minimum of %d bytes per second", c.RewriteRateLimit, multitree.MinRewriteRateLimit)
 	case c.QueryViews < 1:
 		return bad("query-views must be at least 1, got %d", c.QueryViews)
 	}
@@ -115,6 +126,7 @@ func (c Config) dbOptions() multitree.Options {
 		SnapshotInterval:   c.SnapshotInterval,
 		SnapshotKeepRecent: c.SnapshotKeepRecent,
 		RewriteConcurrency: c.RewriteConcurrency,
+		RewriteRateLimit:   c.RewriteRateLimit,
 		AsyncCommitBuffer:  c.AsyncCommitBuffer,
 		Sync:               sync,
 		// historical versions are cached by the multistore (see viewCache)
@@ -137,6 +149,7 @@ const (
 	FlagFsync              = "memiavl.fsync"
 	FlagZeroCopy           = "memiavl.zero-copy"
 	FlagRewriteConcurrency = "memiavl.rewrite-concurrency"
+	FlagRewriteRateLimit   = "memiavl.rewrite-rate-limit"
 	FlagQueryViews         = "memiavl.query-views"
 )
 
@@ -172,6 +185,7 @@ func ConfigFromAppOptions(opts AppOptions) (Config, error) {
 	getInt(FlagAsyncCommitBuffer, &async)
 	getBool(FlagZeroCopy, &c.ZeroCopy)
 	getInt(FlagRewriteConcurrency, &conc)
+	getInt(FlagRewriteRateLimit, &c.RewriteRateLimit)
 	getInt(FlagQueryViews, &views)
 	if v := opts.Get(FlagFsync); v != nil && err == nil {
 		c.Fsync = fmt.Sprint(v)
@@ -269,6 +283,10 @@ zero-copy = {{ .MemIAVL.ZeroCopy }}
 # RewriteConcurrency is how many stores a snapshot rewrite writes in parallel;
 # 0 means the number of CPUs.
 rewrite-concurrency = {{ .MemIAVL.RewriteConcurrency }}
+
+# RewriteRateLimit bounds how fast a background snapshot rewrite writes, in
+# bytes per second, to leave the disk to the node; 0 means no bound.
+rewrite-rate-limit = {{ .MemIAVL.RewriteRateLimit }}
 
 # QueryViews is how many recent versions are kept open for queries.
 query-views = {{ .MemIAVL.QueryViews }}

@@ -35,9 +35,9 @@ type run struct{ old, new, n uint64 }
 // most one mapped write may run at a time over trees that share nodes (a
 // database's background rewrite); reads and mutations of the tree and of
 // its copies may go on meanwhile.
-func (t *Tree) WriteSnapshotMapped(ctx context.Context, dir string) (*NodeMap, error) {
+func (t *Tree) WriteSnapshotMapped(ctx context.Context, dir string, opts ...WriteOption) (*NodeMap, error) {
 	m := &NodeMap{version: t.version, from: t.pers.s}
-	if err := t.writeSnapshot(ctx, dir, m); err != nil {
+	if err := t.writeSnapshot(ctx, dir, m, opts); err != nil {
 		return nil, err
 	}
 	return m, nil

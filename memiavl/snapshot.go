@@ -42,14 +42,37 @@ func (t *Tree) Snapshot() *snapshot.Snapshot { return t.pers.s }
 // before the new snapshot is put in place: what the write copies from it
 // would otherwise go into the new files under checksums of their own, and
 // damage that no read has met yet would no longer be found by them.
-func (t *Tree) WriteSnapshot(ctx context.Context, dir string) error {
-	return t.writeSnapshot(ctx, dir, nil)
+func (t *Tree) WriteSnapshot(ctx context.Context, dir string, opts ...WriteOption) error {
+	return t.writeSnapshot(ctx, dir, nil, opts)
 }
 
-func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap) (err error) {
+// WriteOption is an optional setting of a snapshot write (WriteSnapshot,
+// WriteSnapshotMapped).
+type WriteOption func(*writeConfig)
+
+type writeConfig struct {
+	limiter snapshot.Limiter
+}
+
+// WithLimiter paces the writes of the snapshot's files with l
+// (snapshot.Writer.SetLimiter), so that a snapshot written beside a running
+// database leaves the disk to its reads and commits. A wait that ctx ends
+// fails the write with ctx's error. nil means no pacing.
+func WithLimiter(l snapshot.Limiter) WriteOption {
+	return func(c *writeConfig) { c.limiter = l }
+}
+
+func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts []WriteOption) (err error) {
+	var cfg writeConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	w, err := snapshot.NewWriter(dir, t.version)
 	if err != nil {
 		return err
+	}
+	if cfg.limiter != nil {
+		w.SetLimiter(ctx, cfg.limiter)
 	}
 	defer func() {
 		if err != nil {

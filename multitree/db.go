@@ -15,6 +15,7 @@ import (
 	storetypes "cosmossdk.io/store/types"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -83,6 +84,9 @@ type DB struct {
 	// beforePrune, when set (by tests), runs at the start of each prune;
 	// an error fails the prune.
 	beforePrune func(cur int64) error
+	// wrapLimiter, when set (by tests), wraps the limiter of each paced
+	// background rewrite.
+	wrapLimiter func(snapshot.Limiter) snapshot.Limiter
 
 	views struct {
 		sync.Mutex
@@ -234,7 +238,7 @@ func (db *DB) create() error {
 		}
 		trees[name] = t
 	}
-	if err := writeSnapshotDir(context.Background(), db.dir, 0, db.opts.InitialVersion, trees, 1, nil); err != nil {
+	if err := writeSnapshotDir(context.Background(), db.dir, 0, db.opts.InitialVersion, trees, 1, nil, nil); err != nil {
 		return err
 	}
 	return writeFileAtomic(db.dir, currentFileName, encodeCurrent(0))

@@ -27,8 +27,11 @@
 // are then removed in the background, as they are after a synchronous
 // RewriteSnapshot. Open prunes no snapshot older than the current one: it
 // cannot tell those a crash kept from a prune from those a larger
-// SnapshotKeepRecent kept, so both stay until the next rewrite's prune. Close cancels and joins all of
-// it, and returns a failure of it that no Commit has reported.
+// SnapshotKeepRecent kept, so both stay until the next rewrite's prune.
+// Close cancels and joins all of it, and returns a failure of it that no
+// Commit has reported. RewriteRateLimit paces the background rewrite's
+// file writes (all trees together) so that it leaves the disk and the page
+// cache to a running node; the synchronous RewriteSnapshot is not paced.
 //
 // # Durability
 //

@@ -13,6 +13,12 @@ const (
 	DefaultViewCacheSize    = 4
 )
 
+// MinRewriteRateLimit is the smallest RewriteRateLimit, in bytes per
+// second, other than 0 (no bound): a bound below it is taken for a mistake
+// of unit, since a rewrite at that pace would not end within any sensible
+// interval.
+const MinRewriteRateLimit = 64 << 10
+
 // Options configure Open. They are taken by value; Open fills defaults into
 // its own copy and validates it.
 type Options struct {
@@ -35,6 +41,18 @@ type Options struct {
 	// RewriteConcurrency is how many trees a rewrite writes in parallel. 0
 	// means GOMAXPROCS.
 	RewriteConcurrency int
+	// RewriteRateLimit bounds how fast a background rewrite writes the new
+	// snapshot's files, in bytes per second, so that the rewrite leaves
+	// the disk and the page cache to the reads and log writes of a running
+	// node; 0 means no bound. A rewrite writes about the size of the
+	// snapshot, so at N bytes per second it takes at least size/N seconds,
+	// which must stay well under SnapshotInterval blocks' time; and the
+	// longer a rewrite takes, the more versions are committed meanwhile,
+	// whose in-memory nodes the catch-up holds until the switch, so memory
+	// grows as the pace slows. Close does not wait for a paced write: it
+	// cancels it. RewriteSnapshot, which a caller runs to have a snapshot
+	// now, is not paced.
+	RewriteRateLimit int64
 
 	// AsyncCommitBuffer is the length of the write-ahead log's queue. 0
 	// writes each commit's log entry before Commit returns; N > 0 lets N
@@ -81,6 +99,10 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("negative SnapshotKeepRecent %d", o.SnapshotKeepRecent)
 	case o.RewriteConcurrency < 0:
 		return bad("negative RewriteConcurrency %d", o.RewriteConcurrency)
+	case o.RewriteRateLimit < 0:
+		return bad("negative RewriteRateLimit %d", o.RewriteRateLimit)
+	case o.RewriteRateLimit > 0 && o.RewriteRateLimit < MinRewriteRateLimit:
+		return bad("RewriteRateLimit %d below the minimum of %d bytes per second", o.RewriteRateLimit, MinRewriteRateLimit)
 	case o.AsyncCommitBuffer < 0:
 		return bad("negative AsyncCommitBuffer %d", o.AsyncCommitBuffer)
 	case o.TargetVersion < 0:

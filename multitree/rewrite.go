@@ -7,7 +7,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/time/rate"
+
 	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
 // maxCatchUpRounds bounds the background catch-up of a rewrite.
@@ -59,7 +62,7 @@ func (db *DB) maybeStartRewriteLocked() {
 		res := &rewriteResult{caughtUp: v}
 		job.res = res
 		maps := map[string]*memiavl.NodeMap{}
-		res.err = writeSnapshotDir(db.ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency, maps)
+		res.err = writeSnapshotDir(db.ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency, maps, db.rewriteLimiter())
 		// the written trees hold every node the live trees have replaced
 		// since; they must not stay reachable through the catch-up
 		copies = nil
@@ -335,7 +338,9 @@ func (db *DB) prune(cur int64) error {
 // version in dir, trees in parallel, and makes it durable. With maps set,
 // the writes are mapped (memiavl.Tree.WriteSnapshotMapped) and maps receives
 // each store's map; at most one mapped write may run at a time.
-func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, trees map[string]*memiavl.Tree, concurrency int, maps map[string]*memiavl.NodeMap) error {
+//
+// A non-nil limiter paces the writes of all the trees together.
+func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, trees map[string]*memiavl.Tree, concurrency int, maps map[string]*memiavl.NodeMap, limiter snapshot.Limiter) error {
 	final := filepath.Join(dir, snapshotDirName(version))
 	if _, err := os.Stat(final); err == nil {
 		return nil // already written
@@ -361,10 +366,11 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 	errs := make([]error, len(names))
 	parallel(len(names), concurrency, func(i int) {
 		t, tdir := trees[names[i]], filepath.Join(tmp, treeDirName(names[i]))
+		opt := memiavl.WithLimiter(limiter)
 		if maps != nil {
-			nodeMaps[i], errs[i] = t.WriteSnapshotMapped(ctx, tdir)
+			nodeMaps[i], errs[i] = t.WriteSnapshotMapped(ctx, tdir, opt)
 		} else {
-			errs[i] = t.WriteSnapshot(ctx, tdir)
+			errs[i] = t.WriteSnapshot(ctx, tdir, opt)
 		}
 		switch {
 		case errs[i] == nil:
@@ -430,7 +436,7 @@ func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	if err := db.log.Flush(); err != nil {
 		return err
 	}
-	if err := writeSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency, nil); err != nil {
+	if err := writeSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency, nil, nil); err != nil {
 		return err
 	}
 	if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(v)); err != nil {
@@ -448,4 +454,21 @@ func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	db.publishLocked()
 	db.startPruneLocked()
 	return nil
+}
+
+// rewriteBurst is the most a paced rewrite writes at once: the buffer of
+// a snapshot file, which goes out in one write.
+const rewriteBurst = 256 << 10
+
+// rewriteLimiter returns the limiter a background rewrite's trees share,
+// nil when RewriteRateLimit is 0.
+func (db *DB) rewriteLimiter() snapshot.Limiter {
+	if db.opts.RewriteRateLimit == 0 {
+		return nil
+	}
+	var l snapshot.Limiter = rate.NewLimiter(rate.Limit(db.opts.RewriteRateLimit), rewriteBurst)
+	if db.wrapLimiter != nil {
+		l = db.wrapLimiter(l)
+	}
+	return l
 }

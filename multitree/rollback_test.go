@@ -101,6 +101,8 @@ func TestOptionsValidation(t *testing.T) {
 		{CreateIfMissing: true, InitialStores: []string{"a", "a"}},
 		{CreateIfMissing: true, InitialStores: []string{""}},
 		{Sync: wal.SyncPolicy(99)},
+		{RewriteRateLimit: -1},
+		{RewriteRateLimit: MinRewriteRateLimit - 1},
 	}
 	for i, o := range bad {
 		if _, err := Open(dir, o); !errors.Is(err, ErrInvalidOptions) {

@@ -31,6 +31,7 @@ type benchOptions struct {
 	blocks           int64
 	snapshotInterval int64
 	asyncBuffer      int
+	rateLimit        int64
 	sync             string
 	json             bool
 }
@@ -61,6 +62,7 @@ type BenchResult struct {
 	Stores           int     `json:"stores"`
 	SnapshotInterval int64   `json:"snapshot_interval"`
 	AsyncBuffer      int     `json:"async_buffer"`
+	RewriteRateLimit int64   `json:"rewrite_rate_limit,omitempty"`
 	Sync             string  `json:"sync"`
 
 	GenesisPairs   int     `json:"genesis_pairs"`
@@ -134,6 +136,7 @@ At its defaults it takes 10-20 seconds on a machine with two cores.`,
 	f.Int64Var(&o.snapshotInterval, "snapshot-interval", defaultBenchInterval, "versions between background snapshot rewrites (negative disables them)")
 	f.IntVar(&o.asyncBuffer, "async-buffer", 0, "write-ahead log queue length (0: each commit writes its log entry before returning)")
 	f.StringVar(&o.sync, "sync", "grouped", "log fsync policy: every-commit, grouped or none")
+	f.Int64Var(&o.rateLimit, "rewrite-rate-limit", 0, fmt.Sprintf("bytes per second a background snapshot rewrite may write (0: no bound; else at least %d)", multitree.MinRewriteRateLimit))
 	f.BoolVar(&o.json, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -146,6 +149,8 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 		return usagef("--snapshot-interval must not be 0")
 	case o.asyncBuffer < 0:
 		return usagef("--async-buffer must not be negative")
+	case o.rateLimit < 0 || o.rateLimit > 0 && o.rateLimit < multitree.MinRewriteRateLimit:
+		return usagef("--rewrite-rate-limit must be 0 or at least %d", multitree.MinRewriteRateLimit)
 	case o.scale <= 0:
 		return usagef("--scale must be positive")
 	}
@@ -174,6 +179,7 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 	res := &BenchResult{
 		Dir: o.dir, Seed: o.seed, Scale: gen.Config().Scale, Blocks: o.blocks, Stores: len(gen.Stores()),
 		SnapshotInterval: o.snapshotInterval, AsyncBuffer: o.asyncBuffer, Sync: policy.String(),
+		RewriteRateLimit: o.rateLimit,
 	}
 	opts := multitree.Options{
 		CreateIfMissing:   true,
@@ -181,6 +187,7 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 		SnapshotInterval:  o.snapshotInterval,
 		AsyncCommitBuffer: o.asyncBuffer,
 		Sync:              policy,
+		RewriteRateLimit:  o.rateLimit,
 	}
 	db, err := multitree.Open(dir, opts)
 	if err != nil {

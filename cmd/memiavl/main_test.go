@@ -142,6 +142,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--blocks", "x"},
 		{"bench", "--sync", "sometimes"},
 		{"bench", "--blocks", "0"},
+		{"bench", "--rewrite-rate-limit", "-1"},
+		{"bench", "--rewrite-rate-limit", "1000"},
 		{"bench", "extra-arg"},
 		{"verify"},
 		{"verify", dir, dir},
@@ -197,7 +199,8 @@ func TestBench(t *testing.T) {
 
 	// same workload, kept directory, table output: the same app hash
 	dir := filepath.Join(t.TempDir(), "db")
-	out = mustCLI(t, "bench", "--dir", dir, "--scale", "0.01", "--blocks", "300", "--snapshot-interval", "10", "--sync", "none", "--async-buffer", "4")
+	out = mustCLI(t, "bench", "--dir", dir, "--scale", "0.01", "--blocks", "300", "--snapshot-interval", "10", "--sync", "none", "--async-buffer", "4",
+		"--rewrite-rate-limit", "1000000000")
 	for _, want := range []string{"throughput", "updates/s", "commit latency", "p99", "snapshot rewrites", "open + replay", "peak RSS", res.AppHash} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
