@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"hash/crc32"
+	"io"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -62,36 +66,121 @@ func (s *Snapshot) Verify() error {
 	return s.verifyLookup()
 }
 
-// checksumChunk is how many bytes VerifyChecksums reads between checks of
-// its context.
-const checksumChunk = 4 << 20
+// checksumChunk is how many bytes a checksum check reads at a time, and
+// between checks of its context.
+const checksumChunk = 1 << 20
 
 // VerifyChecksums checks the CRC32C of the named data files (FileLeaves,
 // FileBranches, FileKVs, FileIndex, FileLookup; none names them all)
-// against meta, the first part of Verify, reading each file once through
-// its mapping and leaving the mapping's advice alone, so that reads may go
-// on meanwhile. It returns ctx's error if ctx ends first. Errors wrap
-// ErrCorrupt and ErrChecksum and name the file.
+// against meta, the first part of Verify. It is NewChecksumCheck and its
+// Run: the files are read with read(2), not through the mapping, so the
+// check brings no page into the process's memory and leaves the mapping
+// alone for the reads that may go on meanwhile. It returns ctx's error if
+// ctx ends first. Errors wrap ErrCorrupt and ErrChecksum and name the
+// file.
 func (s *Snapshot) VerifyChecksums(ctx context.Context, files ...string) error {
-	if s.closed {
-		return ErrClosed
+	c, err := s.NewChecksumCheck(files...)
+	if err != nil {
+		return err
 	}
-	for i, b := range s.maps {
+	return c.Run(ctx)
+}
+
+// ChecksumCheck is a check of the checksums of a snapshot's data files
+// that holds them open, so that it can run after the snapshot is closed
+// or its directory removed (see NewChecksumCheck).
+type ChecksumCheck struct {
+	files []checkedFile
+}
+
+type checkedFile struct {
+	path string
+	f    *os.File // nil: read mem instead
+	mem  []byte
+	info fileInfo
+}
+
+// NewChecksumCheck opens the named data files (none names them all) for a
+// check of their checksums against meta, which Run does. Run or Close
+// must follow, to close them.
+func (s *Snapshot) NewChecksumCheck(files ...string) (*ChecksumCheck, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	c := &ChecksumCheck{}
+	for i := range dataFileNames[:dataFiles(s.format)] {
 		if len(files) > 0 && !slices.Contains(files, dataFileNames[i]) {
 			continue
 		}
-		var crc uint32
-		for off := 0; off < len(b); off += checksumChunk {
-			if err := ctx.Err(); err != nil {
-				return err
+		cf := checkedFile{path: s.path(i), info: s.files[i]}
+		if !s.mapped || s.files[i].length == 0 {
+			cf.mem = s.maps[i]
+		} else {
+			f, err := os.Open(cf.path)
+			if err != nil {
+				_ = c.Close()
+				return nil, fmt.Errorf("snapshot: %w", err)
 			}
-			crc = crc32.Update(crc, crcTable, b[off:min(off+checksumChunk, len(b))])
+			cf.f = f
 		}
-		if crc != s.files[i].crc {
-			return checksumError(s.path(i), s.files[i].crc, crc)
+		c.files = append(c.files, cf)
+	}
+	return c, nil
+}
+
+// Run checks the files and closes them. It returns ctx's error if ctx ends
+// first; an error wrapping ErrCorrupt and ErrChecksum that names the file
+// for a mismatch, and one wrapping ErrCorrupt for a file shorter than meta
+// records.
+func (c *ChecksumCheck) Run(ctx context.Context) error {
+	defer c.Close()
+	var buf []byte
+	for _, cf := range c.files {
+		var crc uint32
+		if cf.f == nil {
+			for off := 0; off < len(cf.mem); off += checksumChunk {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				crc = crc32.Update(crc, crcTable, cf.mem[off:min(off+checksumChunk, len(cf.mem))])
+			}
+		} else {
+			if buf == nil {
+				buf = make([]byte, checksumChunk)
+			}
+			for off := uint64(0); off < cf.info.length; {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				b := buf[:min(uint64(len(buf)), cf.info.length-off)]
+				n, err := cf.f.ReadAt(b, int64(off))
+				if n < len(b) {
+					if err == nil || errors.Is(err, io.EOF) {
+						return corruptAt(cf.path, off+uint64(n), "file ends before the %d bytes meta records", cf.info.length)
+					}
+					return fmt.Errorf("snapshot: read %s: %w", cf.path, err)
+				}
+				crc = crc32.Update(crc, crcTable, b)
+				off += uint64(n)
+			}
+		}
+		if crc != cf.info.crc {
+			return checksumError(cf.path, cf.info.crc, crc)
 		}
 	}
 	return nil
+}
+
+// Close closes the files of a check that does not run.
+func (c *ChecksumCheck) Close() error {
+	var errs []error
+	for i := range c.files {
+		if f := c.files[i].f; f != nil {
+			errs = append(errs, f.Close())
+			c.files[i].f = nil
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (s *Snapshot) verifyLeaves() error {

@@ -1,0 +1,105 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+)
+
+// TestChecksumCheck checks the checksum check on mapped files: it passes
+// on a sound snapshot, finds a damaged byte of any file and names it,
+// keeps the files it opened when the directory goes away before it runs,
+// reports a file cut short, and stops at a cancelled context.
+func TestChecksumCheck(t *testing.T) {
+	keys, values := sortedKVs(rand.New(rand.NewSource(6)), 2000)
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "snap")
+	if err := writePaced(context.Background(), dir, keys, values, nil); err != nil {
+		t.Fatal(err)
+	}
+	open := func() *Snapshot {
+		s, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	if err := s.VerifyChecksums(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	for _, name := range dataFileNames {
+		path := filepath.Join(dir, name)
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restore := testutil.DamageByte(t, path, fi.Size()/2)
+		s := open()
+		err = s.VerifyChecksums(context.Background(), name)
+		if !errors.Is(err, ErrChecksum) || !strings.Contains(err.Error(), path) {
+			t.Errorf("damaged %s: %v", name, err)
+		}
+		// the other files are not read
+		others := slices.DeleteFunc(slices.Clone(dataFileNames[:]), func(n string) bool { return n == name })
+		if err := s.VerifyChecksums(context.Background(), others...); err != nil {
+			t.Errorf("damaged %s, checking the others: %v", name, err)
+		}
+		s.Close()
+		restore()
+	}
+
+	// the files stay open for a check made before the directory went away
+	copyDir := filepath.Join(parent, "copy")
+	writeDir(t, copyDir, readDir(t, dir))
+	s, err := Open(copyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.NewChecksumCheck()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.RemoveAll(copyDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatalf("check after the directory went: %v", err)
+	}
+
+	// a file cut short after the snapshot was opened
+	s = open()
+	kvs := filepath.Join(dir, FileKVs)
+	b, err := os.ReadFile(kvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(kvs, int64(len(b)/2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.VerifyChecksums(context.Background(), FileKVs); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), kvs) {
+		t.Errorf("kvs cut short: %v", err)
+	}
+	s.Close()
+	if err := os.WriteFile(kvs, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open()
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.VerifyChecksums(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled check: %v", err)
+	}
+}
