@@ -48,6 +48,11 @@ type Config struct {
 	// the state, which at this pace must take well under snapshot-interval
 	// blocks' time.
 	RewriteRateLimit int64 `mapstructure:"rewrite-rate-limit"`
+	// OpenCheck is how opening the database checks the checksums of the
+	// snapshot it maps: "background" (after the store opens; damage stops
+	// the node at the next Commit), "sync" (before it opens, reading every
+	// snapshot file once) or "none".
+	OpenCheck string `mapstructure:"open-check"`
 	// QueryViews is how many versions the store keeps open for queries and
 	// historical branches (CacheMultiStoreWithVersion), the latest ones
 	// first. A branch whose version has been evicted fails its next read
@@ -61,6 +66,7 @@ const (
 	DefaultSnapshotKeepRecent = 1
 	DefaultFsync              = "every-commit"
 	DefaultQueryViews         = 8
+	DefaultOpenCheck          = "background"
 )
 
 // DBDirName is the database directory under the node's data directory.
@@ -78,6 +84,7 @@ func DefaultConfig() Config {
 		SnapshotKeepRecent: DefaultSnapshotKeepRecent,
 		Fsync:              DefaultFsync,
 		QueryViews:         DefaultQueryViews,
+		OpenCheck:          DefaultOpenCheck,
 	}
 }
 
@@ -105,7 +112,25 @@ func (c Config) Validate() error {
 	if _, err := ParseFsync(c.Fsync); err != nil {
 		return err
 	}
+	if _, err := ParseOpenCheck(c.OpenCheck); err != nil {
+		return err
+	}
 	return nil
+}
+
+// ParseOpenCheck parses the name of an open check: "background", "sync" or
+// "none"; the empty string means the default, "background".
+func ParseOpenCheck(s string) (multitree.OpenCheck, error) {
+	if strings.TrimSpace(s) == "" {
+		return multitree.OpenCheckBackground, nil
+	}
+	for _, c := range []multitree.OpenCheck{multitree.OpenCheckBackground, multitree.OpenCheckSync, multitree.OpenCheckNone} {
+		if strings.EqualFold(strings.TrimSpace(s), c.String()) {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown open-check %q (want %q, %q or %q)", ErrInvalidConfig, s,
+		multitree.OpenCheckBackground, multitree.OpenCheckSync, multitree.OpenCheckNone)
 }
 
 // ParseFsync parses an fsync policy name.
@@ -122,7 +147,9 @@ func ParseFsync(s string) (wal.SyncPolicy, error) {
 // dbOptions returns the database options of a valid configuration.
 func (c Config) dbOptions() multitree.Options {
 	sync, _ := ParseFsync(c.Fsync)
+	check, _ := ParseOpenCheck(c.OpenCheck)
 	return multitree.Options{
+		OpenCheck:          check,
 		SnapshotInterval:   c.SnapshotInterval,
 		SnapshotKeepRecent: c.SnapshotKeepRecent,
 		RewriteConcurrency: c.RewriteConcurrency,
@@ -150,6 +177,7 @@ const (
 	FlagZeroCopy           = "memiavl.zero-copy"
 	FlagRewriteConcurrency = "memiavl.rewrite-concurrency"
 	FlagRewriteRateLimit   = "memiavl.rewrite-rate-limit"
+	FlagOpenCheck          = "memiavl.open-check"
 	FlagQueryViews         = "memiavl.query-views"
 )
 
@@ -189,6 +217,9 @@ func ConfigFromAppOptions(opts AppOptions) (Config, error) {
 	getInt(FlagQueryViews, &views)
 	if v := opts.Get(FlagFsync); v != nil && err == nil {
 		c.Fsync = fmt.Sprint(v)
+	}
+	if v := opts.Get(FlagOpenCheck); v != nil && err == nil {
+		c.OpenCheck = fmt.Sprint(v)
 	}
 	if err != nil {
 		return c, err
@@ -287,6 +318,11 @@ rewrite-concurrency = {{ .MemIAVL.RewriteConcurrency }}
 # RewriteRateLimit bounds how fast a background snapshot rewrite writes, in
 # bytes per second, to leave the disk to the node; 0 means no bound.
 rewrite-rate-limit = {{ .MemIAVL.RewriteRateLimit }}
+
+# OpenCheck is how opening the store checks the checksums of its snapshot
+# files: "background" (damage stops the node at the next commit), "sync"
+# (before the store opens, reading every snapshot file once) or "none".
+open-check = "{{ .MemIAVL.OpenCheck }}"
 
 # QueryViews is how many recent versions are kept open for queries.
 query-views = {{ .MemIAVL.QueryViews }}

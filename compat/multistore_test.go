@@ -694,6 +694,7 @@ func TestConfig(t *testing.T) {
 		func(c *compat.Config) { c.RewriteConcurrency = -2 },
 		func(c *compat.Config) { c.RewriteRateLimit = -1 },
 		func(c *compat.Config) { c.RewriteRateLimit = multitree.MinRewriteRateLimit - 1 },
+		func(c *compat.Config) { c.OpenCheck = "sometimes" },
 	} {
 		c := compat.DefaultConfig()
 		bad(&c)
@@ -707,14 +708,14 @@ func TestConfig(t *testing.T) {
 	c, err := compat.ConfigFromAppOptions(mapOptions{
 		compat.FlagEnable: true, compat.FlagSnapshotInterval: "500", compat.FlagSnapshotKeepRecent: int64(3),
 		compat.FlagAsyncCommitBuffer: 10, compat.FlagFsync: "grouped", compat.FlagZeroCopy: "true",
-		compat.FlagRewriteRateLimit: "50000000",
+		compat.FlagRewriteRateLimit: "50000000", compat.FlagOpenCheck: "Sync",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := compat.DefaultConfig()
 	want.Enable, want.SnapshotInterval, want.SnapshotKeepRecent, want.AsyncCommitBuffer, want.Fsync, want.ZeroCopy = true, 500, 3, 10, "grouped", true
-	want.RewriteRateLimit = 50_000_000
+	want.RewriteRateLimit, want.OpenCheck = 50_000_000, "Sync"
 	if c != want {
 		t.Fatalf("config %+v, want %+v", c, want)
 	}
@@ -724,7 +725,7 @@ func TestConfig(t *testing.T) {
 	// the app.toml template renders a section that reads back as the config
 	cfg := compat.DefaultConfig()
 	cfg.Enable, cfg.SnapshotInterval, cfg.Fsync, cfg.ZeroCopy, cfg.QueryViews = true, 250, "none", true, 3
-	cfg.RewriteRateLimit = 8 << 20
+	cfg.RewriteRateLimit, cfg.OpenCheck = 8<<20, "none"
 	var out bytes.Buffer
 	tmpl := template.Must(template.New("app").Parse(compat.ConfigTemplate))
 	if err := tmpl.Execute(&out, struct{ MemIAVL compat.Config }{cfg}); err != nil {

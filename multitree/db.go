@@ -87,6 +87,10 @@ type DB struct {
 	// wrapLimiter, when set (by tests), wraps the limiter of each paced
 	// background rewrite.
 	wrapLimiter func(snapshot.Limiter) snapshot.Limiter
+	// checked is closed when the background check that Open started
+	// (OpenCheckBackground) ends, checkErr set before; nil without one.
+	checked  chan struct{}
+	checkErr error
 
 	views struct {
 		sync.Mutex
@@ -178,6 +182,20 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 		return nil, err
 	}
 	db.mu.gen, db.mu.trees = db.adopt(gen), trees
+	var checks []storeCheck
+	defer func() { closeChecks(checks) }() // unless handed to the background check
+	if opts.OpenCheck != OpenCheckNone {
+		if checks, err = gen.newChecks(); err != nil {
+			return nil, err
+		}
+		if opts.OpenCheck == OpenCheckSync {
+			err := runChecks(context.Background(), checks)
+			checks = nil
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
 	db.mu.version = base
 	db.mu.initial = gen.meta.InitialVersion
 	db.mu.lastSnap = current
@@ -224,7 +242,51 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 	db.mu.info = commitInfo(db.mu.trees, db.mu.version)
 	db.mu.touched = map[string]bool{}
 	db.publishLocked()
+	if len(checks) > 0 {
+		db.checked = make(chan struct{})
+		db.wg.Add(1)
+		go db.backgroundCheck(checks)
+		checks = nil
+	}
 	return db, nil
+}
+
+// backgroundCheck runs Open's check of the snapshot's checksums
+// (OpenCheckBackground) and leaves a failure for the next Commit or Close.
+// Close cancels it.
+func (db *DB) backgroundCheck(checks []storeCheck) {
+	defer db.wg.Done()
+	defer close(db.checked)
+	err := runChecks(db.ctx, checks)
+	if err != nil && db.ctx.Err() != nil {
+		err = ErrClosed
+	}
+	db.checkErr = err
+	if err == nil || err == ErrClosed {
+		return
+	}
+	db.mu.Lock()
+	db.mu.bgErr = errors.Join(db.mu.bgErr, fmt.Errorf("check of the snapshot opened: %w", err))
+	db.mu.Unlock()
+}
+
+// WaitOpenCheck waits for the check of the snapshot's checksums that Open
+// started in the background (OpenCheckBackground) and returns its result:
+// nil for sound files, or when no check runs in the background
+// (OpenCheckSync checks before Open returns, OpenCheckNone not at all); an
+// error wrapping ErrCorrupt for damage, which the next Commit or Close
+// reports all the same; ErrClosed if Close stopped the check; ctx's error
+// if ctx ends first.
+func (db *DB) WaitOpenCheck(ctx context.Context) error {
+	if db.checked == nil {
+		return nil
+	}
+	select {
+	case <-db.checked:
+		return db.checkErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // create writes the empty database: a snapshot at version 0 with the initial
@@ -744,7 +806,9 @@ func (db *DB) hashTreesLocked() {
 // changes, which are then not logged again.
 //
 // If a background rewrite failed, Commit still commits and returns the
-// committed info together with an error wrapping ErrRewrite.
+// committed info together with an error wrapping ErrRewrite; so it does
+// when the background check of the snapshot's checksums that Open started
+// (OpenCheckBackground) found damage, with an error wrapping ErrCorrupt.
 func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()

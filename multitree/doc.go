@@ -43,6 +43,15 @@
 // renamed, so a crash during a rewrite leaves the previous snapshot current
 // and the leftovers are removed by the next writer Open.
 //
+// Reads are served from the snapshot files as they are, so Open checks
+// their checksums (Options.OpenCheck): by default on a goroutine of the
+// database after Open returns, so that a restart costs no full read, with
+// damage reported by the next Commit (after it commits its version, as an
+// error wrapping ErrCorrupt) or by Close, and by WaitOpenCheck; or before
+// Open returns (OpenCheckSync); or not at all. The check reads the files
+// with read(2), not through their mappings, so it adds nothing to the
+// process's resident memory.
+//
 // A write that fails (a full disk, an I/O error) is reported, never
 // half-applied. A rewrite checks the checksums of the snapshot files it
 // copies from while it writes and fails with ErrCorrupt on a mismatch, so

@@ -2,10 +2,12 @@ package multitree
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
@@ -126,4 +128,55 @@ func (g *generation) verify() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// storeCheck is the check of the checksums of one store's snapshot files.
+type storeCheck struct {
+	name  string
+	check *snapshot.ChecksumCheck
+}
+
+// newChecks opens the files of the generation's snapshots for a check of
+// their checksums (Options.OpenCheck), which holds them open: it can run
+// after the generation is released and its directory pruned.
+func (g *generation) newChecks() ([]storeCheck, error) {
+	names := make([]string, 0, len(g.snaps))
+	for name := range g.snaps {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	checks := make([]storeCheck, 0, len(names))
+	for _, name := range names {
+		c, err := g.snaps[name].NewChecksumCheck()
+		if err != nil {
+			closeChecks(checks)
+			return nil, fmt.Errorf("store %q: %w", name, err)
+		}
+		checks = append(checks, storeCheck{name: name, check: c})
+	}
+	return checks, nil
+}
+
+// runChecks runs checks in turn and closes them all. A damaged file gives
+// an error wrapping ErrCorrupt; ctx's end, ctx's error.
+func runChecks(ctx context.Context, checks []storeCheck) error {
+	defer closeChecks(checks)
+	for _, c := range checks {
+		if err := c.check.Run(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, snapshot.ErrCorrupt) {
+				return fmt.Errorf("%w: store %q: %w", ErrCorrupt, c.name, err)
+			}
+			return fmt.Errorf("store %q: check of the snapshot's checksums: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+func closeChecks(checks []storeCheck) {
+	for _, c := range checks {
+		_ = c.check.Close()
+	}
 }

@@ -19,6 +19,41 @@ const (
 // interval.
 const MinRewriteRateLimit = 64 << 10
 
+// OpenCheck is how Open checks the checksums of the snapshot files it maps.
+// Reads are served from those files as they are, so damage that no check
+// has found (a flipped bit of a value, say) would be served. The files are
+// read with read(2), not through their mappings, so a check brings no page
+// into the process's memory.
+type OpenCheck int
+
+const (
+	// OpenCheckBackground checks them on a goroutine of the database
+	// after Open returns, so that a restart is as fast as without a
+	// check. Damage is reported by the next Commit, after it has
+	// committed its version, as an error wrapping ErrCorrupt, or by Close
+	// if no Commit came. Reads before the check ends are not held back.
+	OpenCheckBackground OpenCheck = iota
+	// OpenCheckSync checks them before Open returns, which then reads
+	// every file of the snapshot once (seconds for gigabytes), and fails
+	// with ErrCorrupt on damage.
+	OpenCheckSync
+	// OpenCheckNone does not check them. A background rewrite still
+	// checks the files it copies from before it replaces them.
+	OpenCheckNone
+)
+
+func (c OpenCheck) String() string {
+	switch c {
+	case OpenCheckBackground:
+		return "background"
+	case OpenCheckSync:
+		return "sync"
+	case OpenCheckNone:
+		return "none"
+	}
+	return fmt.Sprintf("OpenCheck(%d)", int(c))
+}
+
 // Options configure Open. They are taken by value; Open fills defaults into
 // its own copy and validates it.
 type Options struct {
@@ -64,6 +99,10 @@ type Options struct {
 	// WALSegmentSize bounds the size of a log segment file; 0 means the
 	// log's default.
 	WALSegmentSize int64
+
+	// OpenCheck is how Open checks the checksums of the snapshot it opens;
+	// the zero value checks them in the background.
+	OpenCheck OpenCheck
 
 	// ReadOnly opens without the writer's lock; nothing on disk is changed.
 	ReadOnly bool
@@ -113,6 +152,8 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("Rollback cannot be combined with ReadOnly")
 	case o.ReadOnly && o.CreateIfMissing:
 		return bad("CreateIfMissing cannot be combined with ReadOnly")
+	case o.OpenCheck < OpenCheckBackground || o.OpenCheck > OpenCheckNone:
+		return bad("unknown OpenCheck %d", o.OpenCheck)
 	case o.Sync < wal.SyncEveryCommit || o.Sync > wal.SyncNone:
 		return bad("unknown Sync policy %d", o.Sync)
 	}

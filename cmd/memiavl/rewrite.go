@@ -121,6 +121,9 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		SnapshotInterval:   -1,
 		SnapshotKeepRecent: o.keepRecent,
 		RewriteConcurrency: o.concurrency,
+		// VerifySnapshot below (or verifyBase above) checks the checksums
+		// among the rest, unless --skip-verify asked for no check at all
+		OpenCheck: multitree.OpenCheckNone,
 	})
 	if err != nil {
 		if errors.Is(err, multitree.ErrLocked) {
@@ -194,7 +197,7 @@ func removeNewerSnapshots(dir string, current int64) error {
 	if err != nil || len(kept) == 0 || kept[len(kept)-1] <= current {
 		return err
 	}
-	db, err := multitree.Open(dir, multitree.Options{SnapshotInterval: -1})
+	db, err := multitree.Open(dir, multitree.Options{SnapshotInterval: -1, OpenCheck: multitree.OpenCheckNone})
 	if err != nil {
 		return err
 	}
@@ -286,7 +289,8 @@ func watchRewrite(w io.Writer, tmp string, estimate int64, mode string, done <-c
 // verifyBase verifies the snapshot a database opened at version (0: the
 // latest) starts from, through a read-only open that changes nothing.
 func verifyBase(stderr io.Writer, dir string, version int64) error {
-	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, TargetVersion: version, SnapshotInterval: -1, ViewCacheSize: -1})
+	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, TargetVersion: version, SnapshotInterval: -1, ViewCacheSize: -1,
+		OpenCheck: multitree.OpenCheckNone}) // VerifySnapshot checks them
 	if err != nil {
 		return err
 	}

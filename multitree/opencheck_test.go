@@ -1,0 +1,141 @@
+package multitree
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
+)
+
+// snapshotOf returns a database at version 1, n keys in store "a" (the
+// first of stores), whose snapshot holds that version.
+func snapshotOf(t *testing.T, n int, stores ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: stores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillStore(t, db, n, 100)
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestOpenCheck damages a byte of a value in the current snapshot, which
+// no read of the tree's structure meets, and opens the database with each
+// OpenCheck: a synchronous check fails Open, a background one is reported
+// by WaitOpenCheck and by the next Commit (after committing) or by Close,
+// and no check serves the damaged value.
+func TestOpenCheck(t *testing.T) {
+	dir := snapshotOf(t, 2000, "a", "b")
+	// a sound database passes every check
+	for _, check := range []OpenCheck{OpenCheckBackground, OpenCheckSync, OpenCheckNone} {
+		db, err := Open(dir, Options{OpenCheck: check})
+		if err != nil {
+			t.Fatalf("%v: %v", check, err)
+		}
+		if err := db.WaitOpenCheck(context.Background()); err != nil {
+			t.Fatalf("%v: %v", check, err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatalf("%v: %v", check, err)
+		}
+	}
+
+	// the last byte of kvs is the last byte of the last key's value
+	kvs := filepath.Join(dir, snapshotDirName(1), treeDirName("a"), snapshot.FileKVs)
+	fi, err := os.Stat(kvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := testutil.DamageByte(t, kvs, fi.Size()-1)
+	defer restore()
+	corrupt := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), kvs) {
+			t.Fatalf("%s: %v, want ErrCorrupt naming %s", what, err, kvs)
+		}
+	}
+
+	for _, ro := range []bool{false, true} {
+		_, err := Open(dir, Options{OpenCheck: OpenCheckSync, ReadOnly: ro})
+		corrupt("synchronous check", err)
+	}
+
+	// in the background: reported by the next Commit, once
+	db, err := Open(dir, Options{SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt("WaitOpenCheck", db.WaitOpenCheck(context.Background()))
+	if err := db.Set("b", []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.Commit()
+	corrupt("Commit after the check", err)
+	if info == nil || info.Version != 2 || db.Version() != 2 {
+		t.Fatalf("the reporting Commit did not commit: %v, version %d", info, db.Version())
+	}
+	if err := db.Set("b", []byte("k"), []byte("w")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatalf("reported twice: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close after the report: %v", err)
+	}
+
+	// read-only, no Commit: Close reports it
+	db, err = Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt("read-only WaitOpenCheck", db.WaitOpenCheck(context.Background()))
+	corrupt("Close", db.Close())
+
+	// without a check the database opens
+	db, err = Open(dir, Options{ReadOnly: true, OpenCheck: OpenCheckNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.WaitOpenCheck(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := Open(dir, Options{OpenCheck: OpenCheck(7)}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("unknown OpenCheck: %v", err)
+	}
+}
+
+// TestOpenCheckClose closes a database while its background check may
+// still run: Close stops and joins it, and a stopped check reports
+// nothing.
+func TestOpenCheckClose(t *testing.T) {
+	dir := snapshotOf(t, 20000, "a")
+	for i := 0; i < 5; i++ {
+		db, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatalf("close during the check: %v", err)
+		}
+		if err := db.WaitOpenCheck(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
+			t.Fatalf("check after close: %v", err)
+		}
+	}
+}
