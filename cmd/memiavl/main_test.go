@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/internal/workload"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
@@ -95,23 +96,6 @@ func copyDir(t *testing.T, src, dst string) {
 		return os.WriteFile(target, b, 0o644)
 	})
 	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func flipByte(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x5a
-	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -300,7 +284,7 @@ func TestVerifyCorruptSnapshot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			flipByte(t, path, fi.Size()/2)
+			testutil.DamageByte(t, path, fi.Size()/2)
 			code, out, errs := cli(t, "verify", dir)
 			if code != exitFailure {
 				t.Fatalf("verify of a corrupt snapshot: exit %d\n%s%s", code, out, errs)
@@ -325,7 +309,7 @@ func TestVerifyCorruptWAL(t *testing.T) {
 	}
 	seg := segs[0]
 	fi, _ := os.Stat(seg)
-	flipByte(t, seg, fi.Size()/3) // a record in the middle, not the tail
+	testutil.DamageByte(t, seg, fi.Size()/3) // a record in the middle, not the tail
 	code, _, errs := cli(t, "verify", dir)
 	if code != exitFailure {
 		t.Fatalf("verify of a corrupt log: exit %d\n%s", code, errs)
@@ -403,7 +387,7 @@ func TestRewriteSnapshotDamaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flipByte(t, lookup, fi.Size()/2)
+	testutil.DamageByte(t, lookup, fi.Size()/2)
 	unchanged := func(what string) {
 		t.Helper()
 		var res DumpResult
@@ -549,7 +533,7 @@ func TestBinaryExitCodes(t *testing.T) {
 	makeDB(t, dir, 0.01, 20, 10)
 	bad := t.TempDir()
 	copyDir(t, dir, bad)
-	flipByte(t, filepath.Join(bad, snapshotDirName(10), "s-staking", "kvs"), 7)
+	testutil.DamageByte(t, filepath.Join(bad, snapshotDirName(10), "s-staking", "kvs"), 7)
 
 	for _, c := range []struct {
 		args     []string
