@@ -68,7 +68,7 @@ func (s *Snapshot) Verify() error {
 
 // checksumChunk is how many bytes a checksum check reads at a time, and
 // between checks of its context.
-const checksumChunk = 1 << 20
+const checksumChunk = 64 << 10
 
 // VerifyChecksums checks the CRC32C of the named data files (FileLeaves,
 // FileBranches, FileKVs, FileIndex, FileLookup; none names them all)
