@@ -482,6 +482,24 @@ func TestExportImport(t *testing.T) {
 	if !strings.Contains(strings.ToLower(out), want.AppHash) {
 		t.Fatalf("import of 15 printed %q, want %s", out, want.AppHash)
 	}
+	// a damaged value in the current snapshot: nothing is exported
+	var cur DumpResult
+	_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", dir)), &cur)
+	kvs := filepath.Join(dir, snapshotDirName(cur.SnapshotVersion), "s-bank", "kvs")
+	fi, err := os.Stat(kvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := testutil.DamageByte(t, kvs, fi.Size()-1)
+	file3 := filepath.Join(t.TempDir(), "damaged.bin")
+	if code, _, errs := cli(t, "export", dir, file3); code != exitFailure || !strings.Contains(errs, kvs) {
+		t.Errorf("export of a damaged snapshot: exit %d, stderr %q", code, errs)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(file3)); len(ents) != 0 {
+		t.Errorf("export of a damaged snapshot left %v", ents)
+	}
+	restore()
+
 	// a file that is not a stream
 	bad := filepath.Join(t.TempDir(), "bad.bin")
 	_ = os.WriteFile(bad, []byte("not a stream"), 0o644)

@@ -53,7 +53,9 @@ func runExport(w io.Writer, dir, file string, height int64) (err error) {
 	if err := checkDBDir(dir); err != nil {
 		return err
 	}
-	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, SnapshotInterval: -1})
+	// the stream carries every value as it is read: damage is found
+	// before anything is written rather than exported
+	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, SnapshotInterval: -1, OpenCheck: multitree.OpenCheckSync})
 	if err != nil {
 		return err
 	}
