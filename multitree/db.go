@@ -188,6 +188,13 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 		if checks, err = gen.newChecks(); err != nil {
 			return nil, err
 		}
+		if opts.OpenCheck == OpenCheckBackground && opts.RewriteRateLimit > 0 {
+			// paced like a background rewrite: it reads as much
+			l := newPaceLimiter(opts.RewriteRateLimit)
+			for _, c := range checks {
+				c.check.SetLimiter(l)
+			}
+		}
 		if opts.OpenCheck == OpenCheckSync {
 			err := runChecks(context.Background(), checks)
 			checks = nil

@@ -50,7 +50,7 @@
 // error wrapping ErrCorrupt) or by Close, and by WaitOpenCheck; or before
 // Open returns (OpenCheckSync); or not at all. The check reads the files
 // with read(2), not through their mappings, so it adds nothing to the
-// process's resident memory.
+// process's resident memory; RewriteRateLimit paces the background one.
 //
 // A write that fails (a full disk, an I/O error) is reported, never
 // half-applied. A rewrite checks the checksums of the snapshot files it

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
@@ -137,5 +138,27 @@ func TestOpenCheckClose(t *testing.T) {
 		if err := db.WaitOpenCheck(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
 			t.Fatalf("check after close: %v", err)
 		}
+	}
+}
+
+// TestOpenCheckPaced checks that RewriteRateLimit paces the background
+// check: at the smallest rate a snapshot of more than 1 MB takes seconds,
+// so a short wait for it ends first; Close then stops it.
+func TestOpenCheckPaced(t *testing.T) {
+	dir := snapshotOf(t, 8000, "a")
+	db, err := Open(dir, Options{RewriteRateLimit: MinRewriteRateLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := db.WaitOpenCheck(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("paced check: %v, want it still running", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.WaitOpenCheck(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("check after Close: %v", err)
 	}
 }

@@ -86,7 +86,8 @@ type Options struct {
 	// whose in-memory nodes the catch-up holds until the switch, so memory
 	// grows as the pace slows. Close does not wait for a paced write: it
 	// cancels it. RewriteSnapshot, which a caller runs to have a snapshot
-	// now, is not paced.
+	// now, is not paced. The background check of OpenCheckBackground,
+	// which reads the whole snapshot once, is paced at the same rate.
 	RewriteRateLimit int64
 
 	// AsyncCommitBuffer is the length of the write-ahead log's queue. 0

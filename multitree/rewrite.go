@@ -466,9 +466,14 @@ func (db *DB) rewriteLimiter() snapshot.Limiter {
 	if db.opts.RewriteRateLimit == 0 {
 		return nil
 	}
-	var l snapshot.Limiter = rate.NewLimiter(rate.Limit(db.opts.RewriteRateLimit), rewriteBurst)
+	var l snapshot.Limiter = newPaceLimiter(db.opts.RewriteRateLimit)
 	if db.wrapLimiter != nil {
 		l = db.wrapLimiter(l)
 	}
 	return l
+}
+
+// newPaceLimiter returns a limiter of bytesPerSec for background file I/O.
+func newPaceLimiter(bytesPerSec int64) *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(bytesPerSec), rewriteBurst)
 }

@@ -103,3 +103,45 @@ func TestChecksumCheck(t *testing.T) {
 		t.Errorf("cancelled check: %v", err)
 	}
 }
+
+// TestChecksumCheckLimiter checks that a limiter sees every byte a check
+// reads, and that a failed wait fails the check.
+func TestChecksumCheckLimiter(t *testing.T) {
+	keys, values := sortedKVs(rand.New(rand.NewSource(7)), 2000)
+	dir := filepath.Join(t.TempDir(), "snap")
+	if err := writePaced(context.Background(), dir, keys, values, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := 0
+	for name, b := range readDir(t, dir) {
+		if name != FileMeta {
+			data += len(b)
+		}
+	}
+	l := &countingLimiter{burst: 4096}
+	c, err := s.NewChecksumCheck()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetLimiter(l)
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if l.total != data || l.maxN > l.burst {
+		t.Fatalf("the limiter let %d bytes through in waits of at most %d, the files hold %d", l.total, l.maxN, data)
+	}
+	errStop := errors.New("stop")
+	c, err = s.NewChecksumCheck()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetLimiter(&countingLimiter{burst: 4096, budget: data / 2, err: errStop})
+	if err := c.Run(context.Background()); !errors.Is(err, errStop) {
+		t.Fatalf("failed wait: %v", err)
+	}
+}

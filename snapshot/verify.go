@@ -90,8 +90,14 @@ func (s *Snapshot) VerifyChecksums(ctx context.Context, files ...string) error {
 // that holds them open, so that it can run after the snapshot is closed
 // or its directory removed (see NewChecksumCheck).
 type ChecksumCheck struct {
-	files []checkedFile
+	files   []checkedFile
+	limiter Limiter
 }
+
+// SetLimiter makes Run wait for l before each read from the files, as
+// Writer.SetLimiter does before each write; nil removes it. A check of
+// files held in memory does not wait.
+func (c *ChecksumCheck) SetLimiter(l Limiter) { c.limiter = l }
 
 type checkedFile struct {
 	path string
@@ -134,6 +140,7 @@ func (s *Snapshot) NewChecksumCheck(files ...string) (*ChecksumCheck, error) {
 // records.
 func (c *ChecksumCheck) Run(ctx context.Context) error {
 	defer c.Close()
+	pace := pacer{l: c.limiter, ctx: ctx}
 	var buf []byte
 	for _, cf := range c.files {
 		var crc uint32
@@ -153,6 +160,12 @@ func (c *ChecksumCheck) Run(ctx context.Context) error {
 					return err
 				}
 				b := buf[:min(uint64(len(buf)), cf.info.length-off)]
+				if err := pace.wait(len(b)); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return err
+				}
 				n, err := cf.f.ReadAt(b, int64(off))
 				if n < len(b) {
 					if err == nil || errors.Is(err, io.EOF) {
