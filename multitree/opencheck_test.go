@@ -3,6 +3,7 @@ package multitree
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,5 +161,70 @@ func TestOpenCheckPaced(t *testing.T) {
 	}
 	if err := db.WaitOpenCheck(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("check after Close: %v", err)
+	}
+}
+
+// TestOpenCheckFindsAnyFlip flips a random byte of a random file of the
+// current snapshot, many times: every open either fails with ErrCorrupt
+// (meta, or what Open reads) or its background check reports ErrCorrupt,
+// and reads meanwhile never panic.
+func TestOpenCheckFindsAnyFlip(t *testing.T) {
+	dir := snapshotOf(t, 3000, "a", "b")
+	r := testutil.Rand(t)
+	var files []string
+	for _, store := range []string{"a", "b"} {
+		sdir := filepath.Join(dir, snapshotDirName(1), treeDirName(store))
+		ents, err := os.ReadDir(sdir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil && fi.Size() > 0 {
+				files = append(files, filepath.Join(sdir, e.Name()))
+			}
+		}
+	}
+	rounds := 60
+	if testing.Short() {
+		rounds = 15
+	}
+	for i := 0; i < rounds; i++ {
+		path := files[r.Intn(len(files))]
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := r.Int63n(fi.Size())
+		restore := testutil.DamageByte(t, path, off)
+		db, err := Open(dir, Options{ReadOnly: true})
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s at %d: Open: %v", path, off, err)
+			}
+			restore()
+			continue
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("%s at %d: read panicked: %v", path, off, p)
+				}
+			}()
+			v, err := db.View()
+			if err != nil {
+				return
+			}
+			defer v.Release()
+			for k := 0; k < 50; k++ {
+				_, _ = v.Tree("a").Get([]byte(fmt.Sprintf("key-%08d", r.Intn(3000))))
+			}
+		}()
+		if err := db.WaitOpenCheck(context.Background()); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s at %d: background check: %v", path, off, err)
+		}
+		if err := db.Close(); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s at %d: Close: %v", path, off, err)
+		}
+		restore()
 	}
 }
