@@ -1,6 +1,7 @@
 package compat_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"cosmossdk.io/log"
+	protoio "github.com/cosmos/gogoproto/io"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
@@ -82,5 +84,11 @@ func TestOpenCheckStopsTheNode(t *testing.T) {
 	defer ms.Close()
 	if got := ms.LastCommitID().Version; got != 2 {
 		t.Fatalf("reopened at %d, want 2 (the version the panicking Commit committed)", got)
+	}
+	// a state-sync snapshot checks the files it reads from first
+	var buf bytes.Buffer
+	err = ms.Snapshot(2, protoio.NewDelimitedWriter(&buf))
+	if !errors.Is(err, multitree.ErrCorrupt) || !strings.Contains(err.Error(), kvs) || buf.Len() != 0 {
+		t.Fatalf("state-sync snapshot of a damaged store: %v, %d bytes written", err, buf.Len())
 	}
 }

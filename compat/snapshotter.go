@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +26,9 @@ import (
 // height must be a version db can serve: the latest, or an older one at or
 // after its oldest kept snapshot. The view of height is held while writing,
 // so commits may go on meanwhile. Keys and values are written from the
-// memory map without copies.
+// memory map without copies, after a check of the checksums of the
+// snapshot files they come from: damage fails the export (ErrCorrupt of
+// package multitree) before any item is written.
 func SnapshotDB(db *multitree.DB, height uint64, protoWriter protoio.Writer) error {
 	if height == 0 {
 		return fmt.Errorf("compat: cannot snapshot height 0")
@@ -38,6 +41,16 @@ func SnapshotDB(db *multitree.DB, height uint64, protoWriter protoio.Writer) err
 		return fmt.Errorf("compat: snapshot of height %d: %w", height, err)
 	}
 	defer view.Release()
+	// the stream carries the values as they are read: the snapshot files
+	// they come from are checked first, so that damage fails the export
+	// instead of going to peers
+	for _, name := range view.StoreNames() {
+		if s := view.Tree(name).Snapshot(); s != nil {
+			if err := s.VerifyChecksums(context.Background()); err != nil {
+				return fmt.Errorf("compat: snapshot of store %q: %w: %w", name, multitree.ErrCorrupt, err)
+			}
+		}
+	}
 	for _, name := range view.StoreNames() {
 		if err := snapshotStore(view, name, protoWriter); err != nil {
 			return err
