@@ -34,6 +34,14 @@ func (p *pacer) wait(n int) error {
 			k = burst
 		}
 		if err := p.l.WaitN(p.ctx, k); err != nil {
+			if cerr := p.ctx.Err(); cerr != nil {
+				return fmt.Errorf("snapshot: paced write: %w", cerr)
+			}
+			if _, ok := p.ctx.Deadline(); ok {
+				// rate.Limiter fails a wait that would outlast ctx's
+				// deadline before the deadline passes
+				return fmt.Errorf("snapshot: paced write: %w: %w", context.DeadlineExceeded, err)
+			}
 			return fmt.Errorf("snapshot: paced write: %w", err)
 		}
 		n -= k

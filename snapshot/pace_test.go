@@ -179,4 +179,14 @@ func TestWriterRateLimiter(t *testing.T) {
 	if left := tmpEntries(t, parent); len(left) != 0 {
 		t.Fatalf("left %v", left)
 	}
+
+	// a deadline the paced write cannot meet: rate.Limiter refuses the
+	// wait early, which reads as the deadline's error
+	// (at 1 KiB/s the second 4 KiB wait needs 4 s)
+	dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
+	defer dcancel()
+	err = writePaced(dctx, filepath.Join(parent, "deadline"), keys, values, rate.NewLimiter(rate.Limit(1<<10), 4096))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("paced write past its deadline: %v", err)
+	}
 }
