@@ -71,7 +71,9 @@ func (e *Exporter) Next() (n *ExportNode, err error) {
 		return nil, ErrExportDone
 	}
 	defer func() {
-		recoverCorrupt(&err)
+		if r := recover(); r != nil {
+			err = corruptFrom(r)
+		}
 		if err != nil {
 			n = nil
 			if e.err == nil {

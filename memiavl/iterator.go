@@ -72,10 +72,8 @@ func (it *Iterator) Next() {
 		return
 	}
 	defer func() {
-		var err error
-		recoverCorrupt(&err)
-		if err != nil {
-			it.err = err
+		if r := recover(); r != nil {
+			it.err = corruptFrom(r)
 			it.valid = false
 		}
 	}()

@@ -33,8 +33,11 @@ func (p persisted) check(err error) {
 // or by binary search in a snapshot without one (format version 1).
 func (p persisted) get(r pref, key []byte) ([]byte, error) {
 	i, v, found, err := p.s.Lookup(key)
-	if err != nil || !found {
-		return nil, err
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if !found {
+		return nil, nil
 	}
 	if lo, hi := p.leafRange(r); i < lo || i >= hi {
 		return nil, nil
@@ -163,12 +166,22 @@ func corruptf(format string, args ...any) corruptError {
 }
 
 // recoverCorrupt turns a corruptError panic into *err; other panics go on.
+// It must be deferred itself (defer recoverCorrupt(&err)): recover works
+// only when the deferred function calls it, so a deferred closure that
+// calls recoverCorrupt recovers nothing; such a closure calls recover and
+// corruptFrom instead.
 func recoverCorrupt(err *error) {
 	if r := recover(); r != nil {
-		ce, ok := r.(corruptError)
-		if !ok {
-			panic(r)
-		}
-		*err = ce.err
+		*err = corruptFrom(r)
 	}
+}
+
+// corruptFrom returns the error a recovered corruptError carries and
+// panics again with any other value.
+func corruptFrom(r any) error {
+	ce, ok := r.(corruptError)
+	if !ok {
+		panic(r)
+	}
+	return ce.err
 }
