@@ -91,14 +91,18 @@ func readAll(t *testing.T, dir, what string, n int) {
 		ok("Has", err)
 		_, err = tr.GetMembershipProof(key)
 		ok("GetMembershipProof", err)
+		_, err = tr.GetNonMembershipProof(append(key, 'x'))
+		ok("GetNonMembershipProof", err)
 	}
-	for _, asc := range []bool{true, false} {
-		it := tr.Iterator(nil, nil, asc)
-		for ; it.Valid(); it.Next() {
-			_, _ = it.Key(), it.Value()
+	for _, bounds := range [][2][]byte{{nil, nil}, {[]byte("key-00100"), []byte("key-00400x")}} {
+		for _, asc := range []bool{true, false} {
+			it := tr.Iterator(bounds[0], bounds[1], asc)
+			for ; it.Valid(); it.Next() {
+				_, _ = it.Key(), it.Value()
+			}
+			ok("Iterator", it.Error())
+			_ = it.Close()
 		}
-		ok("Iterator", it.Error())
-		_ = it.Close()
 	}
 	e := tr.Export()
 	for {
