@@ -11,6 +11,7 @@ import (
 	"cosmossdk.io/store/tracekv"
 	"cosmossdk.io/store/types"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
@@ -79,7 +80,7 @@ func (st *TreeStore) Get(key []byte) []byte {
 		v, err = st.tree.Get(key)
 	}
 	if err != nil {
-		panic(fmt.Errorf("memiavl: store %q: get %X: %w", st.name, key, err))
+		panic(fmt.Errorf("memiavl: store %q: get %s: %w", st.name, hexkey.Upper(key), err))
 	}
 	return v
 }
@@ -89,7 +90,7 @@ func (st *TreeStore) Has(key []byte) bool {
 	st.flush()
 	ok, err := st.tree.Has(key)
 	if err != nil {
-		panic(fmt.Errorf("memiavl: store %q: has %X: %w", st.name, key, err))
+		panic(fmt.Errorf("memiavl: store %q: has %s: %w", st.name, hexkey.Upper(key), err))
 	}
 	return ok
 }

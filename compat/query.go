@@ -11,6 +11,7 @@ import (
 	"github.com/cosmos/iavl"
 	ics23 "github.com/cosmos/ics23/go"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
@@ -145,7 +146,7 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery) (res *typ
 		}
 		if err != nil {
 			// as iavl.Store: the value was read, so a proof must exist
-			panic(fmt.Errorf("memiavl: store %q at version %d: proof of %X: %w", store, height, key, err))
+			panic(fmt.Errorf("memiavl: store %q at version %d: proof of %s: %w", store, height, hexkey.Upper(key), err))
 		}
 		op := types.NewIavlCommitmentOp(key, proof)
 		res.ProofOps = &cmtprotocrypto.ProofOps{Ops: []cmtprotocrypto.ProofOp{op.ProofOp()}}
@@ -166,7 +167,7 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery) (res *typ
 				buf = appendPair(buf, it.Key(), it.Value())
 			}
 			if err := it.Error(); err != nil {
-				panic(fmt.Errorf("memiavl: store %q: subspace %X: %w", store, subspace, err))
+				panic(fmt.Errorf("memiavl: store %q: subspace %s: %w", store, hexkey.Upper(subspace), err))
 			}
 			_ = it.Close()
 		}

@@ -9,6 +9,7 @@ import (
 	"cosmossdk.io/store/tracekv"
 	"cosmossdk.io/store/types"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
@@ -160,7 +161,7 @@ func (s *viewStore) Get(key []byte) []byte {
 	defer s.view.Unpin()
 	v, err := s.tree.Get(key) // copies values read from the snapshot
 	if err != nil {
-		panic(fmt.Errorf("memiavl: store %q at version %d: get %X: %w", s.name, s.version, key, err))
+		panic(fmt.Errorf("memiavl: store %q at version %d: get %s: %w", s.name, s.version, hexkey.Upper(key), err))
 	}
 	return v
 }
@@ -170,17 +171,17 @@ func (s *viewStore) Has(key []byte) bool {
 	defer s.view.Unpin()
 	ok, err := s.tree.Has(key)
 	if err != nil {
-		panic(fmt.Errorf("memiavl: store %q at version %d: has %X: %w", s.name, s.version, key, err))
+		panic(fmt.Errorf("memiavl: store %q at version %d: has %s: %w", s.name, s.version, hexkey.Upper(key), err))
 	}
 	return ok
 }
 
 func (s *viewStore) Set(key, _ []byte) {
-	panic(fmt.Errorf("%w: set %X in store %q at version %d", ErrReadOnlyVersion, key, s.name, s.version))
+	panic(fmt.Errorf("%w: set %s in store %q at version %d", ErrReadOnlyVersion, hexkey.Upper(key), s.name, s.version))
 }
 
 func (s *viewStore) Delete(key []byte) {
-	panic(fmt.Errorf("%w: delete %X in store %q at version %d", ErrReadOnlyVersion, key, s.name, s.version))
+	panic(fmt.Errorf("%w: delete %s in store %q at version %d", ErrReadOnlyVersion, hexkey.Upper(key), s.name, s.version))
 }
 
 func (s *viewStore) Iterator(start, end []byte) types.Iterator {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 )
 
@@ -81,7 +82,7 @@ func (t *Tree) check(r ref, path []byte, maxVersion int64) (checkResult, error) 
 	case bytes.Compare(l.maxKey, rr.minKey) >= 0:
 		return res, fmt.Errorf("%w: keys out of order at path %s", ErrCorrupt, pathString(path))
 	case !bytes.Equal(t.keyOf(r), rr.minKey):
-		return res, fmt.Errorf("%w: node at path %s has key %X, want %X", ErrCorrupt, pathString(path), t.keyOf(r), rr.minKey)
+		return res, fmt.Errorf("%w: node at path %s has key %s, want %s", ErrCorrupt, pathString(path), hexkey.Upper(t.keyOf(r)), hexkey.Upper(rr.minKey))
 	}
 	nodehash.Inner(res.hash[:0], res.height, res.size, res.version, l.hash[:], rr.hash[:])
 	if err := t.checkHash(r, res.hash[:], path); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
@@ -122,10 +123,10 @@ func (im *Importer) push() *importFrame {
 
 func (im *Importer) addLeaf(n *ExportNode) error {
 	if n.Value == nil {
-		return im.failf("leaf %X with a nil value", n.Key)
+		return im.failf("leaf %s with a nil value", hexkey.Upper(n.Key))
 	}
 	if im.leaves > 0 && bytes.Compare(n.Key, im.lastKey) <= 0 {
-		return im.failf("leaf key %X after %X", n.Key, im.lastKey)
+		return im.failf("leaf key %s after %s", hexkey.Upper(n.Key), hexkey.Upper(im.lastKey))
 	}
 	if len(im.stack) >= maxImportStack {
 		return im.failf("more than %d subtrees without a parent", maxImportStack)
@@ -159,7 +160,7 @@ func (im *Importer) addInner(n *ExportNode) error {
 		return im.failf("unbalanced inner node: subtree heights %d and %d", left.height, right.height)
 	}
 	if !bytes.Equal(n.Key, right.minKey) {
-		return im.failf("inner key %X, smallest key of the right subtree %X", n.Key, right.minKey)
+		return im.failf("inner key %s, smallest key of the right subtree %s", hexkey.Upper(n.Key), hexkey.Upper(right.minKey))
 	}
 	if left.version > n.Version || right.version > n.Version {
 		return im.failf("inner node of version %d over children of versions %d and %d", n.Version, left.version, right.version)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	ics23 "github.com/cosmos/ics23/go"
+
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 )
 
 // ICS23 proofs, identical to the ones cosmos/iavl v1 produces for a tree of
@@ -53,7 +55,7 @@ func (t *Tree) GetNonMembershipProof(key []byte) (proof *ics23.CommitmentProof, 
 		return nil, err
 	}
 	if has {
-		return nil, fmt.Errorf("%w: cannot prove the absence of %X", ErrKeyFound, key)
+		return nil, fmt.Errorf("%w: cannot prove the absence of %s", ErrKeyFound, hexkey.Upper(key))
 	}
 	nonexist := &ics23.NonExistenceProof{Key: bytes.Clone(key)}
 	if left := t.neighbour(key, false); left != nil {
@@ -118,7 +120,7 @@ func (t *Tree) existenceProof(key []byte) (*ics23.ExistenceProof, error) {
 		return nil, ErrNilKey
 	}
 	if t.root.isNil() {
-		return nil, fmt.Errorf("%w: %X (empty tree)", ErrKeyNotFound, key)
+		return nil, fmt.Errorf("%w: %s (empty tree)", ErrKeyNotFound, hexkey.Upper(key))
 	}
 	type step struct {
 		r       ref
@@ -137,7 +139,7 @@ func (t *Tree) existenceProof(key []byte) (*ics23.ExistenceProof, error) {
 		}
 	}
 	if !bytes.Equal(t.keyOf(r), key) {
-		return nil, fmt.Errorf("%w: %X", ErrKeyNotFound, key)
+		return nil, fmt.Errorf("%w: %s", ErrKeyNotFound, hexkey.Upper(key))
 	}
 	var value []byte
 	if r.n != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
@@ -274,7 +275,7 @@ func (g *grafter) graft(r ref) ref {
 		if old != nil && old.Holds(n.key()) {
 			k := g.minKey(c.right)
 			if !bytes.Equal(k, n.key()) {
-				g.fail("branch key %X is not the smallest key of its right subtree", n.key())
+				g.fail("branch key %s is not the smallest key of its right subtree", hexkey.Upper(n.key()))
 			}
 			c.k = bstr(k)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 )
 
@@ -119,7 +120,7 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 		return false, ErrNilKey
 	}
 	if value == nil {
-		return false, fmt.Errorf("%w: key %X", ErrNilValue, key)
+		return false, fmt.Errorf("%w: key %s", ErrNilValue, hexkey.Upper(key))
 	}
 	defer recoverCorrupt(&err)
 	t.changes++

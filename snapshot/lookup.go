@@ -11,6 +11,8 @@ import (
 	"os"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 )
 
 // The lookup file (format version 2) is a hash table from keys to leaf
@@ -168,7 +170,7 @@ func (s *Snapshot) verifyLookup() error {
 				break
 			}
 			if e == 0 || n == slots {
-				return s.lookupError(home, "no entry for leaf %d (key %x) from its home slot", i, key)
+				return s.lookupError(home, "no entry for leaf %d (key %s) from its home slot", i, hexkey.Lower(key))
 			}
 			slot = lookupNext(slot, slots)
 		}

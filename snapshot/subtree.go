@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 )
 
 // AddSubtree appends the subtree r of snapshot s, exactly as AddLeaf and
@@ -175,7 +177,7 @@ func (w *Writer) copyLeaves(s *Snapshot, lo, hi uint64) error {
 		}
 		key := s.kvs[off : off+uint64(kl)]
 		if (j > lo || w.leafCount > 0) && bytes.Compare(key, prev) <= 0 {
-			return fmt.Errorf("%w: %s: leaf %d key %x after %x", ErrKeyOrder, s.path(metaFileIndexLeaves), j, key, prev)
+			return fmt.Errorf("%w: %s: leaf %d key %s after %s", ErrKeyOrder, s.path(metaFileIndexLeaves), j, hexkey.Lower(key), hexkey.Lower(prev))
 		}
 		prev = key
 		newOff := off + shift

@@ -15,6 +15,7 @@ import (
 	"github.com/ledgerwatch/erigon-lib/mmap"
 	"golang.org/x/sys/unix"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 )
 
@@ -224,16 +225,16 @@ func (s *Snapshot) verifyLeaves() error {
 		}
 		kvEnd += hdr + uint64(len(key)) + uint64(len(value))
 		if p := binary.BigEndian.Uint64(rec[leafOffPrefix:]); p != keyPrefix(key) {
-			return corruptAt(leavesPath, base+leafOffPrefix, "leaf %d: key prefix %#016x does not match key %x", i, p, key)
+			return corruptAt(leavesPath, base+leafOffPrefix, "leaf %d: key prefix %#016x does not match key %s", i, p, hexkey.Lower(key))
 		}
 		if i > 0 && bytes.Compare(prevKey, key) >= 0 {
 			return corruptAt(s.path(metaFileIndexKVs), kvEnd-uint64(len(key)+len(value)),
-				"leaf %d: key %x not greater than the previous key %x", i, key, prevKey)
+				"leaf %d: key %s not greater than the previous key %s", i, hexkey.Lower(key), hexkey.Lower(prevKey))
 		}
 		if i%IndexStride == 0 {
 			off := i / IndexStride * IndexEntrySize
 			if e := binary.BigEndian.Uint64(s.index[off:]); e != keyPrefix(key) {
-				return corruptAt(s.path(metaFileIndexIndex), off, "entry for leaf %d: prefix %#016x does not match key %x", i, e, key)
+				return corruptAt(s.path(metaFileIndexIndex), off, "entry for leaf %d: prefix %#016x does not match key %s", i, e, hexkey.Lower(key))
 			}
 		}
 		prevKey = key

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 )
 
@@ -224,7 +225,7 @@ func (w *Writer) AddLeaf(key, value []byte, version int64, hash []byte) error {
 		return w.fail(fmt.Errorf("%w: more than %d leaves", ErrInvalidNode, uint64(MaxLeaves)))
 	}
 	if w.leafCount > 0 && bytes.Compare(key, w.lastKey) <= 0 {
-		return w.fail(fmt.Errorf("%w: leaf %d key %x after %x", ErrKeyOrder, w.leafCount, key, w.lastKey))
+		return w.fail(fmt.Errorf("%w: leaf %d key %s after %s", ErrKeyOrder, w.leafCount, hexkey.Lower(key), hexkey.Lower(w.lastKey)))
 	}
 	if len(w.stack) >= maxPending {
 		return w.fail(fmt.Errorf("%w: more than %d subtrees without a parent", ErrTreeShape, maxPending))
