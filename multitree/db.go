@@ -14,6 +14,7 @@ import (
 
 	storetypes "cosmossdk.io/store/types"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 	"github.com/seed-6dfbb450/memiavl/wal"
@@ -623,8 +624,11 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
 			return fmt.Errorf("%w: %q", ErrUnknownStore, cs.Name)
 		}
 		for _, p := range cs.Pairs {
-			if p.Key == nil || (!p.Delete && p.Value == nil) {
-				return fmt.Errorf("multitree: store %q: nil key or value", cs.Name)
+			switch {
+			case p.Key == nil:
+				return fmt.Errorf("store %q: %w", cs.Name, memiavl.ErrNilKey)
+			case !p.Delete && p.Value == nil:
+				return fmt.Errorf("store %q: %w: key %s", cs.Name, memiavl.ErrNilValue, hexkey.Upper(p.Key))
 			}
 		}
 	}

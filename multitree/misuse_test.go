@@ -1,0 +1,165 @@
+package multitree
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// TestMisuseChangesNothing drives two databases with the same random valid
+// changes and upgrades, and the first one also with invalid calls (nil
+// keys and values, unknown stores, a bad pair among good ones, upgrades
+// that name missing or existing stores, upgrades after changes, a rewrite
+// with uncommitted changes): each invalid call must fail, with a sentinel
+// error where there is one, and change nothing, so that both databases
+// commit the same app hash every version; no call may panic.
+func TestMisuseChangesNothing(t *testing.T) {
+	r := testutil.Rand(t)
+	open := func() *DB {
+		db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a", "b"}, SnapshotInterval: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open(), open()
+	stores := []string{"a", "b"}
+	next := 0 // for new store names
+	both := func(f func(*DB) error) {
+		t.Helper()
+		if err := f(a); err != nil {
+			t.Fatal(err)
+		}
+		if err := f(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := func(what string, want error, err error) {
+		t.Helper()
+		if err == nil || (want != nil && !errors.Is(err, want)) {
+			t.Fatalf("%s: %v, want an error matching %v", what, err, want)
+		}
+	}
+	key := func() []byte { return []byte(fmt.Sprintf("k%03d", r.Intn(200))) }
+	versions := 60
+	if testing.Short() {
+		versions = 25
+	}
+	for v := 0; v < versions; v++ {
+		// upgrades come first in a version
+		if r.Intn(6) == 0 {
+			var u wal.Upgrades
+			switch r.Intn(3) {
+			case 0:
+				next++
+				u.Added = []string{fmt.Sprintf("n%d", next)}
+			case 1:
+				if len(stores) > 1 {
+					next++
+					u.Renamed = []wal.RenamedStore{{OldName: stores[len(stores)-1], NewName: fmt.Sprintf("n%d", next)}}
+				}
+			case 2:
+				if len(stores) > 1 {
+					u.Deleted = []string{stores[len(stores)-1]}
+				}
+			}
+			// invalid upgrades first, to a only
+			misuseUpgrades(t, a, stores, bad)
+			both(func(db *DB) error { return db.ApplyUpgrades(u) })
+			stores = applyToNames(stores, u)
+		}
+		changed := false // the version has a change, so upgrades must fail
+		for i := 0; i < 20; i++ {
+			s := stores[r.Intn(len(stores))]
+			k := key()
+			switch r.Intn(8) {
+			case 0:
+				both(func(db *DB) error { return db.Delete(s, k) })
+				changed = true
+			case 1:
+				bad("Set of a nil key", memiavl.ErrNilKey, a.Set(s, nil, []byte("v")))
+			case 2:
+				bad("Set of a nil value", memiavl.ErrNilValue, a.Set(s, k, nil))
+			case 3:
+				bad("Set in an unknown store", ErrUnknownStore, a.Set("nope", k, []byte("v")))
+			case 4:
+				good := wal.ChangeSet{Name: s, Pairs: []wal.KVPair{{Key: k, Value: []byte("batch")}}}
+				bad("a change set of an unknown store among good ones", ErrUnknownStore,
+					a.ApplyChangeSets([]wal.ChangeSet{good, {Name: "nope", Pairs: good.Pairs}}))
+				badPair := wal.ChangeSet{Name: s, Pairs: []wal.KVPair{{Key: k, Value: []byte("x")}, {Key: nil, Value: []byte("y")}}}
+				bad("a nil key among good pairs", memiavl.ErrNilKey, a.ApplyChangeSets([]wal.ChangeSet{good, badPair}))
+				if changed {
+					bad("upgrades after changes", nil, a.ApplyUpgrades(wal.Upgrades{Added: []string{"late"}}))
+				}
+				both(func(db *DB) error { return db.ApplyChangeSets([]wal.ChangeSet{good}) })
+				changed = true
+			default:
+				val := []byte(fmt.Sprintf("v%d-%d", v, i))
+				both(func(db *DB) error { return db.Set(s, k, val) })
+				changed = true
+			}
+		}
+		if r.Intn(4) == 0 {
+			bad("RewriteSnapshot with uncommitted changes", ErrUncommitted, a.RewriteSnapshot(context.Background()))
+		}
+		ia, err := a.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ib, err := b.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(ia.Hash(), ib.Hash()) || ia.Version != ib.Version {
+			t.Fatalf("version %d: app hash %X after misuse, %X without", ia.Version, ia.Hash(), ib.Hash())
+		}
+	}
+}
+
+// misuseUpgrades tries upgrades that must fail on db, whose stores are
+// stores.
+func misuseUpgrades(t *testing.T, db *DB, stores []string, bad func(string, error, error)) {
+	t.Helper()
+	last := stores[len(stores)-1]
+	for _, u := range []wal.Upgrades{
+		{Added: []string{last}},
+		{Added: []string{""}},
+		{Renamed: []wal.RenamedStore{{OldName: "missing", NewName: "x"}}},
+		{Renamed: []wal.RenamedStore{{OldName: last, NewName: stores[0]}}},
+		{Deleted: []string{"missing"}},
+		{Added: []string{"dup", "dup"}},
+	} {
+		if len(stores) == 1 && len(u.Renamed) == 1 && u.Renamed[0].OldName == last {
+			continue // renaming the only store onto itself
+		}
+		bad(fmt.Sprintf("upgrade %+v", u), nil, db.ApplyUpgrades(u))
+	}
+}
+
+// applyToNames returns stores after upgrade u, last-added last.
+func applyToNames(stores []string, u wal.Upgrades) []string {
+	out := append([]string(nil), stores...)
+	for _, d := range u.Deleted {
+		for i, s := range out {
+			if s == d {
+				out = append(out[:i], out[i+1:]...)
+				break
+			}
+		}
+	}
+	for _, rn := range u.Renamed {
+		for i, s := range out {
+			if s == rn.OldName {
+				out[i] = rn.NewName
+			}
+		}
+	}
+	return append(out, u.Added...)
+}
