@@ -117,15 +117,29 @@ func readAll(t *testing.T, dir, what string, n int) {
 	}
 	e.Close()
 	ok("Check", tr.Check())
+	// changes on top of the damaged snapshot, then reads across both
 	c := tr.Copy()
-	_, err = c.Set([]byte("key-00003x"), []byte("new"))
-	ok("Set", err)
-	_, err = c.Remove([]byte("key-00010"))
-	ok("Remove", err)
-	if err == nil {
-		_, _, err = c.SaveVersion()
-		ok("SaveVersion", err)
+	for i := 0; i < n; i += 11 {
+		_, err = c.Set([]byte(fmt.Sprintf("key-%05dx", i)), []byte("new"))
+		ok("Set", err)
+		_, err = c.Remove([]byte(fmt.Sprintf("key-%05d", i+3)))
+		ok("Remove", err)
 	}
+	_, _, err = c.SaveVersion()
+	ok("SaveVersion", err)
+	for _, asc := range []bool{true, false} {
+		it := c.Iterator(nil, nil, asc)
+		for ; it.Valid(); it.Next() {
+			_, _ = it.Key(), it.Value()
+		}
+		ok("Iterator after changes", it.Error())
+		_ = it.Close()
+	}
+	for i := 0; i < n; i += 5 {
+		_, err := c.Get([]byte(fmt.Sprintf("key-%05d", i)))
+		ok("Get after changes", err)
+	}
+	ok("Check after changes", c.Check())
 }
 
 // TestDamagedSnapshotReadsV1 damages every byte of a format version 1
