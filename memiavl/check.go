@@ -3,6 +3,7 @@ package memiavl
 import (
 	"bytes"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
@@ -17,7 +18,8 @@ func (t *Tree) Check() (err error) {
 	if t.root.isNil() {
 		return nil
 	}
-	defer recoverCorrupt(&err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s)
 	_, err = t.check(t.root, nil, t.WorkingVersion())
 	return err
 }

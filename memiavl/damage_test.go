@@ -21,21 +21,9 @@ import (
 // check them, and must still fail cleanly where the damage breaks the
 // tree's structure.
 func TestDamagedSnapshotReads(t *testing.T) {
-	tr, err := memiavl.New(memiavl.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 600
-	for i := 0; i < n; i++ {
-		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte(fmt.Sprintf("value-%d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, _, err := tr.SaveVersion(); err != nil {
-		t.Fatal(err)
-	}
 	dir := filepath.Join(t.TempDir(), "snap")
-	if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
+	if err := keysTree(t, n, "").WriteSnapshot(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
 	r := testutil.Rand(t)
@@ -181,21 +169,9 @@ func TestDamagedSnapshotReadsV1(t *testing.T) {
 // TestDamagedSnapshotReadsEveryByte damages every byte of a small format
 // version 2 snapshot in turn and reads it every way.
 func TestDamagedSnapshotReadsEveryByte(t *testing.T) {
-	tr, err := memiavl.New(memiavl.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 40
-	for i := 0; i < n; i++ {
-		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte(fmt.Sprintf("value-%d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, _, err := tr.SaveVersion(); err != nil {
-		t.Fatal(err)
-	}
 	dir := filepath.Join(t.TempDir(), "snap")
-	if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
+	if err := keysTree(t, n, "").WriteSnapshot(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{snapshot.FileLeaves, snapshot.FileBranches, snapshot.FileKVs, snapshot.FileIndex, snapshot.FileLookup} {
@@ -210,4 +186,23 @@ func TestDamagedSnapshotReadsEveryByte(t *testing.T) {
 			restore()
 		}
 	}
+}
+
+// keysTree returns a saved tree of n keys "key-%05d" whose values are
+// "value-%d" followed by pad.
+func keysTree(t *testing.T, n int, pad string) *memiavl.Tree {
+	t.Helper()
+	tr, err := memiavl.New(memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte(fmt.Sprintf("value-%d", i)+pad)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }

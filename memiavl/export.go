@@ -1,6 +1,9 @@
 package memiavl
 
-import "fmt"
+import (
+	"fmt"
+	"runtime/debug"
+)
 
 // ExportNode is one node of an export stream, with the same fields and
 // meaning as cosmos/iavl's ExportNode (a *ExportNode converts to an
@@ -70,9 +73,10 @@ func (e *Exporter) Next() (n *ExportNode, err error) {
 	if e.t == nil {
 		return nil, ErrExportDone
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = corruptFrom(r)
+			err = corruptFrom(r, e.t.pers.s)
 		}
 		if err != nil {
 			n = nil

@@ -165,23 +165,35 @@ func corruptf(format string, args ...any) corruptError {
 	return corruptError{fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)}
 }
 
-// recoverCorrupt turns a corruptError panic into *err; other panics go on.
-// It must be deferred itself (defer recoverCorrupt(&err)): recover works
-// only when the deferred function calls it, so a deferred closure that
-// calls recoverCorrupt recovers nothing; such a closure calls recover and
-// corruptFrom instead.
-func recoverCorrupt(err *error) {
+// recoverCorrupt turns a corruptError panic into *err, and a memory fault
+// inside the mappings of ss (see below) into an ErrCorrupt naming the file;
+// other panics go on. It must be deferred itself (defer recoverCorrupt(&err,
+// ...)): recover works only when the deferred function calls it, so a
+// deferred closure that calls recoverCorrupt recovers nothing; such a
+// closure calls recover and corruptFrom instead.
+//
+// Reads of a snapshot go through its mappings, and a read of a page that
+// the file no longer has (cut short under the mapping) or that the disk
+// cannot return faults. The entry points that read snapshots defer
+// debug.SetPanicOnFault(debug.SetPanicOnFault(true)) before
+// recoverCorrupt, which makes such a fault a panic of the goroutine
+// instead of the end of the process, and recoverCorrupt makes it an
+// error when its address lies inside a mapping of the tree's snapshots.
+func recoverCorrupt(err *error, ss ...*snapshot.Snapshot) {
 	if r := recover(); r != nil {
-		*err = corruptFrom(r)
+		*err = corruptFrom(r, ss...)
 	}
 }
 
-// corruptFrom returns the error a recovered corruptError carries and
-// panics again with any other value.
-func corruptFrom(r any) error {
-	ce, ok := r.(corruptError)
-	if !ok {
-		panic(r)
+// corruptFrom returns the error a recovered corruptError carries, or the
+// ErrCorrupt of a memory fault inside a mapping of ss, and panics again
+// with any other value.
+func corruptFrom(r any, ss ...*snapshot.Snapshot) error {
+	if ce, ok := r.(corruptError); ok {
+		return ce.err
 	}
-	return ce.err
+	if e, ok := snapshot.FaultFrom(r, ss...); ok {
+		return fmt.Errorf("%w: %w", ErrCorrupt, e)
+	}
+	panic(r)
 }

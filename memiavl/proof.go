@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime/debug"
 
 	ics23 "github.com/cosmos/ics23/go"
 
@@ -32,7 +33,8 @@ import (
 // GetMembershipProof returns an ICS23 existence proof of key. The proof
 // holds copies of the key and value; it stays valid after the tree is closed.
 func (t *Tree) GetMembershipProof(key []byte) (proof *ics23.CommitmentProof, err error) {
-	defer recoverCorrupt(&err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s)
 	exist, err := t.existenceProof(key)
 	if err != nil {
 		return nil, err
@@ -49,7 +51,8 @@ func (t *Tree) GetNonMembershipProof(key []byte) (proof *ics23.CommitmentProof, 
 	if key == nil {
 		return nil, ErrNilKey
 	}
-	defer recoverCorrupt(&err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s)
 	has, err := t.Has(key)
 	if err != nil {
 		return nil, err

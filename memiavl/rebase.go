@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime/debug"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
@@ -183,7 +184,8 @@ func (rb *Rebaser) Rebase(ctx context.Context, t *Tree) (_ *Tree, err error) {
 	if t.version < rb.version || t.pers.s != rb.m.from {
 		return nil, fmt.Errorf("%w: tree at version %d is not a later version of the one rebased at %d", ErrRebase, t.version, rb.version)
 	}
-	defer recoverCorrupt(&err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s, rb.base.pers.s)
 	g := grafter{rb: rb, t: t, ctx: ctx}
 	root := g.graft(t.saved)
 	if !root.isNil() && !bytes.Equal(rb.base.hashOf(root), t.hashOf(t.saved)) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
@@ -182,7 +183,8 @@ func (sw *snapshotWriter) touchBelow(n *node, depth int) {
 }
 
 func (sw *snapshotWriter) run(root ref) (err error) {
-	defer recoverCorrupt(&err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, sw.t.pers.s)
 	if n := root.n; n != nil {
 		for d := 1; d < prefetchDepth; d++ {
 			sw.touchBelow(n, d) // the levels the walk does not touch ahead

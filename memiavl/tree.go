@@ -3,6 +3,7 @@ package memiavl
 import (
 	"bytes"
 	"fmt"
+	"runtime/debug"
 	"sync"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
@@ -122,7 +123,8 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	if value == nil {
 		return false, fmt.Errorf("%w: key %s", ErrNilValue, hexkey.Upper(key))
 	}
-	defer recoverCorrupt(&err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s)
 	t.changes++
 	v := t.WorkingVersion()
 	if t.root.isNil() {
@@ -142,7 +144,8 @@ func (t *Tree) Remove(key []byte) (removed bool, err error) {
 	if t.root.isNil() {
 		return false, nil
 	}
-	defer recoverCorrupt(&err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s)
 	t.changes++
 	newRoot, _, removed := t.remove(t.root, key, t.WorkingVersion())
 	if removed {
@@ -176,7 +179,8 @@ func (t *Tree) get(key []byte) (value []byte, mapped bool, err error) {
 	if key == nil || t.root.isNil() {
 		return nil, false, nil
 	}
-	defer recoverCorrupt(&err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s)
 	r := t.root
 	kp := keyPrefix(key)
 	for r.n != nil {
@@ -226,13 +230,15 @@ func (t *Tree) ComputeHashes() (err error) {
 	if t.root.isNil() {
 		return nil
 	}
-	defer recoverCorrupt(&err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s)
 	t.hashRoot()
 	return nil
 }
 
 func (t *Tree) rootHash() (h []byte, err error) {
-	defer recoverCorrupt(&err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s)
 	return bytes.Clone(t.hashRoot()), nil
 }
 
@@ -275,6 +281,8 @@ func (t *Tree) hashParallel(r ref, depth int) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		// a fault in this goroutine is a panic too, handed to the caller
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer func() { panicked = recover() }()
 		t.hashParallel(n.left, depth-1)
 	}()

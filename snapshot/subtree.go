@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 )
@@ -26,7 +27,25 @@ import (
 // s must be of the current format version (ErrFormatVersion otherwise) and
 // stay open during the call. r must be a reference into s; the writer does
 // not keep s.
-func (w *Writer) AddSubtree(s *Snapshot, r Ref) error {
+//
+// A memory fault reading s's mappings (a file cut short under them, a
+// failed disk read) fails the writer with an error naming the file, as
+// FaultError describes, instead of ending the process.
+func (w *Writer) AddSubtree(s *Snapshot, r Ref) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			e, ok := FaultFrom(p, s)
+			if !ok {
+				panic(p)
+			}
+			err = w.fail(e)
+		}
+	}()
+	return w.addSubtree(s, r)
+}
+
+func (w *Writer) addSubtree(s *Snapshot, r Ref) error {
 	if err := w.usable(); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 
 	"github.com/ledgerwatch/erigon-lib/mmap"
@@ -38,10 +39,12 @@ import (
 //
 // Errors wrap ErrCorrupt (and ErrChecksum for checksum mismatches) and name
 // the file and byte offset of the first problem found.
-func (s *Snapshot) Verify() error {
+func (s *Snapshot) Verify() (err error) {
 	if s.closed {
 		return ErrClosed
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.recoverFault(&err)
 	for _, b := range s.maps {
 		if b != nil {
 			_ = mmap.MadviseSequential(b)
