@@ -152,18 +152,7 @@ func TestDamagedSnapshotReadsV1(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, name := range []string{snapshot.FileLeaves, snapshot.FileBranches, snapshot.FileKVs, snapshot.FileIndex} {
-		path := filepath.Join(dir, name)
-		fi, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for off := int64(0); off < fi.Size(); off++ {
-			restore := testutil.DamageByte(t, path, off)
-			readAll(t, dir, fmt.Sprintf("v1 %s at %d", name, off), 10)
-			restore()
-		}
-	}
+	damageEveryByte(t, dir, "v1 ", 10, snapshot.FileLeaves, snapshot.FileBranches, snapshot.FileKVs, snapshot.FileIndex)
 }
 
 // TestDamagedSnapshotReadsEveryByte damages every byte of a small format
@@ -174,7 +163,14 @@ func TestDamagedSnapshotReadsEveryByte(t *testing.T) {
 	if err := keysTree(t, n, "").WriteSnapshot(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{snapshot.FileLeaves, snapshot.FileBranches, snapshot.FileKVs, snapshot.FileIndex, snapshot.FileLookup} {
+	damageEveryByte(t, dir, "", n, snapshot.FileLeaves, snapshot.FileBranches, snapshot.FileKVs, snapshot.FileIndex, snapshot.FileLookup)
+}
+
+// damageEveryByte damages each byte of the named files of the snapshot in
+// dir in turn and reads the snapshot every way (readAll, over n keys).
+func damageEveryByte(t *testing.T, dir, label string, n int, files ...string) {
+	t.Helper()
+	for _, name := range files {
 		path := filepath.Join(dir, name)
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -182,7 +178,7 @@ func TestDamagedSnapshotReadsEveryByte(t *testing.T) {
 		}
 		for off := int64(0); off < fi.Size(); off++ {
 			restore := testutil.DamageByte(t, path, off)
-			readAll(t, dir, fmt.Sprintf("%s at %d", name, off), n)
+			readAll(t, dir, fmt.Sprintf("%s%s at %d", label, name, off), n)
 			restore()
 		}
 	}

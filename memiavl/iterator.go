@@ -208,17 +208,12 @@ func (it *Iterator) scanStep(k, v *[]byte) bool {
 }
 
 // readAhead fills the batch with the scan's next leaves, stopping early at
-// a leaf whose read fails, which it leaves unread.
+// a leaf whose read fails, which it leaves unread: scanStep advances the
+// scan only past a leaf it has read.
 func (it *Iterator) readAhead() {
-	next := it.next
 	defer func() {
 		if r := recover(); r != nil {
 			_ = corruptFrom(r, it.t.pers.s) // panics again for anything else
-			if it.ascending {
-				it.next = next + uint64(it.bn)
-			} else {
-				it.next = next - uint64(it.bn)
-			}
 		}
 	}()
 	for it.bn < scanBatch-1 {

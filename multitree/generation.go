@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -140,11 +141,7 @@ type storeCheck struct {
 // their checksums (Options.OpenCheck), which holds them open: it can run
 // after the generation is released and its directory pruned.
 func (g *generation) newChecks() ([]storeCheck, error) {
-	names := make([]string, 0, len(g.snaps))
-	for name := range g.snaps {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(g.snaps))
 	checks := make([]storeCheck, 0, len(names))
 	for _, name := range names {
 		c, err := g.snaps[name].NewChecksumCheck()

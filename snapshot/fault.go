@@ -31,26 +31,16 @@ func (s *Snapshot) FaultError(addr uintptr) (err error, ok bool) {
 	return nil, false
 }
 
-// faultAddr returns the address of a memory fault that a recovered value
-// r reports, if it is one.
-func faultAddr(r any) (uintptr, bool) {
-	f, ok := r.(interface{ Addr() uintptr })
-	if !ok {
-		return 0, false
-	}
-	return f.Addr(), true
-}
-
 // FaultFrom returns the error for a recovered panic value r that is a
 // memory fault inside the mappings of one of ss (see FaultError). ok is
 // false for any other value, which the caller should panic with again.
 func FaultFrom(r any, ss ...*Snapshot) (err error, ok bool) {
-	addr, isFault := faultAddr(r)
+	fault, isFault := r.(interface{ Addr() uintptr })
 	if !isFault {
 		return nil, false
 	}
 	for _, s := range ss {
-		if err, ok := s.FaultError(addr); ok {
+		if err, ok := s.FaultError(fault.Addr()); ok {
 			return err, true
 		}
 	}

@@ -147,45 +147,52 @@ func (c *ChecksumCheck) Run(ctx context.Context) error {
 	pace := pacer{l: c.limiter, ctx: ctx}
 	var buf []byte
 	for _, cf := range c.files {
-		var crc uint32
-		if cf.f == nil {
-			for off := 0; off < len(cf.mem); off += checksumChunk {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				crc = crc32.Update(crc, crcTable, cf.mem[off:min(off+checksumChunk, len(cf.mem))])
-			}
-		} else {
-			if buf == nil {
-				buf = make([]byte, checksumChunk)
-			}
-			for off := uint64(0); off < cf.info.length; {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				b := buf[:min(uint64(len(buf)), cf.info.length-off)]
-				if err := pace.wait(len(b)); err != nil {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					return err
-				}
-				n, err := cf.f.ReadAt(b, int64(off))
-				if n < len(b) {
-					if err == nil || errors.Is(err, io.EOF) {
-						return corruptAt(cf.path, off+uint64(n), "file ends before the %d bytes meta records", cf.info.length)
-					}
-					return fmt.Errorf("snapshot: read %s: %w", cf.path, err)
-				}
-				crc = crc32.Update(crc, crcTable, b)
-				off += uint64(n)
-			}
+		if cf.f != nil && buf == nil {
+			buf = make([]byte, checksumChunk)
+		}
+		crc, err := cf.crc(ctx, &pace, buf)
+		if err != nil {
+			return err
 		}
 		if crc != cf.info.crc {
 			return checksumError(cf.path, cf.info.crc, crc)
 		}
 	}
 	return nil
+}
+
+// crc computes the checksum of the file, checksumChunk bytes at a time
+// (read through buf for a file on disk), checking ctx between chunks.
+func (cf *checkedFile) crc(ctx context.Context, pace *pacer, buf []byte) (uint32, error) {
+	var crc uint32
+	if cf.f == nil {
+		for off := 0; off < len(cf.mem); off += checksumChunk {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			crc = crc32.Update(crc, crcTable, cf.mem[off:min(off+checksumChunk, len(cf.mem))])
+		}
+		return crc, nil
+	}
+	for off := uint64(0); off < cf.info.length; {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		b := buf[:min(uint64(len(buf)), cf.info.length-off)]
+		if err := pace.wait(len(b)); err != nil {
+			return 0, err
+		}
+		n, err := cf.f.ReadAt(b, int64(off))
+		if n < len(b) {
+			if err == nil || errors.Is(err, io.EOF) {
+				return 0, corruptAt(cf.path, off+uint64(n), "file ends before the %d bytes meta records", cf.info.length)
+			}
+			return 0, fmt.Errorf("snapshot: read %s: %w", cf.path, err)
+		}
+		crc = crc32.Update(crc, crcTable, b)
+		off += uint64(n)
+	}
+	return crc, nil
 }
 
 // Close closes the files of a check that does not run.
