@@ -152,11 +152,9 @@ func (st *TreeStore) ReverseIterator(start, end []byte) types.Iterator {
 
 func (st *TreeStore) iterator(start, end []byte, ascending bool) types.Iterator {
 	st.flush()
-	it := st.tree.Iterator(start, end, ascending)
-	if st.zeroCopy {
-		return it
-	}
-	return &copyIterator{it: it}
+	si := &storeIterator{it: st.tree.Iterator(start, end, ascending), store: st.name, copy: !st.zeroCopy}
+	si.check()
+	return si
 }
 
 // Commit implements types.Committer. The stores of the database are
@@ -213,39 +211,61 @@ func (st *TreeStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error
 	return res, err
 }
 
-// copyIterator returns copies of the keys and values of a tree iterator, so
-// that they stay valid after the snapshot they were read from is unmapped.
-type copyIterator struct {
+// storeIterator is a tree iterator seen through types.Iterator. Unless the
+// store is zero-copy it returns copies of the keys and values, so that they
+// stay valid after the snapshot they were read from is unmapped.
+//
+// Like Get, it panics when the tree cannot be read (a damaged snapshot):
+// types.Iterator has no error return the SDK checks, and an iteration that
+// ended early instead would let the state machine go on from part of the
+// state. The panic names the store and the damaged file.
+type storeIterator struct {
 	it         *memiavl.Iterator
+	store      string
+	copy       bool
 	key, value []byte
 	copiedKey  bool
 	copiedVal  bool
 }
 
-var _ types.Iterator = (*copyIterator)(nil)
+var _ types.Iterator = (*storeIterator)(nil)
 
-func (ci *copyIterator) Domain() ([]byte, []byte) { return ci.it.Domain() }
-func (ci *copyIterator) Valid() bool              { return ci.it.Valid() }
-func (ci *copyIterator) Error() error             { return ci.it.Error() }
-func (ci *copyIterator) Close() error             { return ci.it.Close() }
+func (si *storeIterator) Domain() ([]byte, []byte) { return si.it.Domain() }
+func (si *storeIterator) Valid() bool              { return si.it.Valid() }
+func (si *storeIterator) Error() error             { return si.it.Error() }
+func (si *storeIterator) Close() error             { return si.it.Close() }
 
-func (ci *copyIterator) Next() {
-	ci.it.Next()
-	ci.copiedKey, ci.copiedVal = false, false
+// check panics if the iterator stopped on an error.
+func (si *storeIterator) check() {
+	if err := si.it.Error(); err != nil {
+		panic(fmt.Errorf("memiavl: store %q: iterate: %w", si.store, err))
+	}
 }
 
-func (ci *copyIterator) Key() []byte {
-	if !ci.copiedKey {
-		ci.key, ci.copiedKey = bytes.Clone(ci.it.Key()), true
-	}
-	return ci.key
+func (si *storeIterator) Next() {
+	si.it.Next()
+	si.copiedKey, si.copiedVal = false, false
+	si.check()
 }
 
-func (ci *copyIterator) Value() []byte {
-	if !ci.copiedVal {
-		ci.value, ci.copiedVal = cloneValue(ci.it.Value()), true
+func (si *storeIterator) Key() []byte {
+	if !si.copy {
+		return si.it.Key()
 	}
-	return ci.value
+	if !si.copiedKey {
+		si.key, si.copiedKey = bytes.Clone(si.it.Key()), true
+	}
+	return si.key
+}
+
+func (si *storeIterator) Value() []byte {
+	if !si.copy {
+		return si.it.Value()
+	}
+	if !si.copiedVal {
+		si.value, si.copiedVal = cloneValue(si.it.Value()), true
+	}
+	return si.value
 }
 
 // cloneValue copies v, keeping an empty value non-nil.

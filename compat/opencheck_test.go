@@ -11,10 +11,12 @@ import (
 	"testing"
 
 	"cosmossdk.io/log"
+	storetypes "cosmossdk.io/store/types"
 	protoio "github.com/cosmos/gogoproto/io"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
@@ -90,5 +92,80 @@ func TestOpenCheckStopsTheNode(t *testing.T) {
 	err = ms.Snapshot(2, protoio.NewDelimitedWriter(&buf))
 	if !errors.Is(err, multitree.ErrCorrupt) || !strings.Contains(err.Error(), kvs) || buf.Len() != 0 {
 		t.Fatalf("state-sync snapshot of a damaged store: %v, %d bytes written", err, buf.Len())
+	}
+}
+
+// TestDamagedStoreIterationPanics damages a leaf record of the current
+// snapshot so that iteration meets it: the store's iterators, a cache
+// branch's and a past version's panic with ErrCorrupt naming the file, as
+// Get does, instead of ending the iteration early as if the state ended
+// there.
+func TestDamagedStoreIterationPanics(t *testing.T) {
+	for _, zeroCopy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("zeroCopy=%v", zeroCopy), func(t *testing.T) {
+			dir := t.TempDir()
+			keys := keyring{}
+			m := mount{iavl: []string{"bank", "acc"}}
+			cfg := testConfig()
+			cfg.SnapshotInterval = -1
+			cfg.ZeroCopy = zeroCopy
+			ms := newOurs(t, dir, cfg, keys, m, nil)
+			bank := ms.GetKVStore(keys.key("bank", 0))
+			for i := 0; i < 500; i++ {
+				bank.Set([]byte(fmt.Sprintf("k%05d", i)), []byte(fmt.Sprintf("value %d", i)))
+			}
+			ms.Commit()
+			if err := ms.RewriteSnapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := ms.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// the top byte of leaf 250's key length: the key then lies
+			// beyond the end of kvs
+			leaves := filepath.Join(dir, "snapshot-00000000000000000001", "s-bank", snapshot.FileLeaves)
+			testutil.DamageByte(t, leaves, 250*snapshot.RecordSize+51)
+			cfg.OpenCheck = "none"
+			ms = newOurs(t, dir, cfg, keys, m, nil)
+			defer ms.Close()
+
+			// each iteration must serve exactly the pairs before leaf 250
+			iterate := func(name string, want int, open func() storetypes.Iterator) {
+				t.Helper()
+				n := 0
+				func() {
+					defer func() {
+						r := recover()
+						err, _ := r.(error)
+						if !errors.Is(err, memiavl.ErrCorrupt) || !strings.Contains(err.Error(), leaves) {
+							t.Errorf("%s: panic %v after %d pairs, want ErrCorrupt naming %s", name, r, n, leaves)
+						}
+					}()
+					it := open()
+					defer it.Close()
+					for ; it.Valid(); it.Next() {
+						n++
+					}
+				}()
+				if n != want {
+					t.Errorf("%s: %d pairs before the panic, want %d", name, n, want)
+				}
+			}
+			store := ms.GetKVStore(keys.key("bank", 0))
+			iterate("store ascending", 250, func() storetypes.Iterator { return store.Iterator(nil, nil) })
+			iterate("store descending", 249, func() storetypes.Iterator { return store.ReverseIterator(nil, nil) })
+			iterate("store range", 10, func() storetypes.Iterator { return store.Iterator([]byte("k00240"), []byte("k00260")) })
+			cache := ms.CacheMultiStore().GetKVStore(keys.key("bank", 0))
+			iterate("cache branch", 250, func() storetypes.Iterator { return cache.Iterator(nil, nil) })
+			past, err := ms.CacheMultiStoreWithVersion(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			iterate("version 1", 250, func() storetypes.Iterator { return past.GetKVStore(keys.key("bank", 0)).Iterator(nil, nil) })
+			// keys the damage does not reach still read
+			if v := store.Get([]byte("k00010")); string(v) != "value 10" {
+				t.Errorf("Get k00010 = %q", v)
+			}
+		})
 	}
 }

@@ -213,6 +213,10 @@ func newViewIterator(s *viewStore, start, end []byte, ascending bool) *viewItera
 func (vi *viewIterator) load() {
 	vi.valid = vi.it.Valid()
 	vi.err = vi.it.Error()
+	if vi.err != nil {
+		// as storeIterator does: an iteration cut short by damage panics
+		panic(fmt.Errorf("memiavl: store %q at version %d: iterate: %w", vi.s.name, vi.s.version, vi.err))
+	}
 	if vi.valid {
 		vi.key = cloneValue(vi.it.Key())
 		vi.value = cloneValue(vi.it.Value())
