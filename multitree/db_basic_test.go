@@ -514,3 +514,56 @@ func TestCorruptSnapshotBreaksWrites(t *testing.T) {
 		t.Error("the last committed version is no longer served")
 	}
 }
+
+// TestViewAfterRelease: a released view's reads return ErrReleased, also
+// once the snapshot it pinned is unmapped, instead of reading memory the
+// process may have mapped again for something else.
+func TestViewAfterRelease(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for v := 1; v <= 2; v++ {
+		if err := db.Set("a", []byte("k"), []byte{byte(v)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RewriteSnapshot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	view, err := db.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := view.Get("a", []byte("k")); err != nil || !bytes.Equal(got, []byte{2}) {
+		t.Fatalf("Get before Release = %x, %v", got, err)
+	}
+	if view.Tree("a") == nil {
+		t.Fatal("Tree before Release is nil")
+	}
+	view.Release()
+	// a new snapshot: the one the view pinned is now unmapped
+	if err := db.Set("a", []byte("k"), []byte{3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	view.Release() // idempotent
+	if got, err := view.Get("a", []byte("k")); !errors.Is(err, ErrReleased) || got != nil {
+		t.Fatalf("Get after Release = %x, %v, want ErrReleased", got, err)
+	}
+	if tr := view.Tree("a"); tr != nil {
+		t.Fatal("Tree after Release is not nil")
+	}
+	if view.Version() != 2 || view.CommitInfo().Version != 2 {
+		t.Fatalf("released view's version %d, commit info's %d, want 2", view.Version(), view.CommitInfo().Version)
+	}
+}

@@ -15,6 +15,8 @@ var (
 	ErrInvalidOptions = errors.New("multitree: invalid options")
 	ErrVersion        = errors.New("multitree: version not available")
 	ErrConflict       = errors.New("multitree: version already committed with different content")
+	// ErrReleased is returned by reads through a View after its Release.
+	ErrReleased = errors.New("multitree: view released")
 	// ErrBroken is returned by every change and commit after a change
 	// failed inside a tree (a corrupt snapshot, also wrapped as
 	// ErrCorrupt) or a commit could not write the log (a full disk):

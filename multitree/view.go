@@ -137,6 +137,12 @@ func (v *View) Release() {
 	}
 }
 
+// readable reports whether the view's snapshots are still pinned: by the
+// view itself before Release, or by a Pin.
+func (v *View) readable() bool {
+	return !v.released.Load() || v.st.gen.refs.Load() > 0
+}
+
 // Version returns the view's version.
 func (v *View) Version() int64 { return v.st.version }
 
@@ -154,19 +160,24 @@ func (v *View) StoreNames() []string {
 }
 
 // Tree returns a copy of store's tree at the view's version, nil if the
-// store does not exist. The copy is the caller's own (it may even be
-// mutated without affecting anything else) but reads snapshots pinned by the
-// view: use it only before Release.
+// store does not exist or the view is released and not pinned. The copy is the caller's own
+// (it may even be mutated without affecting anything else) but reads
+// snapshots pinned by the view: use it only before Release, which unmaps
+// them when no other view pins them.
 func (v *View) Tree(store string) *memiavl.Tree {
 	t, ok := v.st.trees[store]
-	if !ok {
+	if !ok || !v.readable() {
 		return nil
 	}
 	return t.Copy()
 }
 
-// Get returns a copy of key's value in store, nil if absent.
+// Get returns a copy of key's value in store, nil if absent. After Release,
+// unless a Pin still holds the view's snapshots, it returns ErrReleased.
 func (v *View) Get(store string, key []byte) ([]byte, error) {
+	if !v.readable() {
+		return nil, fmt.Errorf("%w: get from store %q at version %d", ErrReleased, store, v.st.version)
+	}
 	t, ok := v.st.trees[store]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownStore, store)
