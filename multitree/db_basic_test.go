@@ -567,3 +567,47 @@ func TestViewAfterRelease(t *testing.T) {
 		t.Fatalf("released view's version %d, commit info's %d, want 2", view.Version(), view.CommitInfo().Version)
 	}
 }
+
+// TestPruneDropsLogTheSnapshotHolds: the log entries after a background
+// rewrite's version start a segment, so the prune after the switch leaves
+// no entry the snapshot holds, whatever the segment size.
+func TestPruneDropsLogTheSnapshotHolds(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= 25; v++ {
+		if err := db.Set("a", []byte(fmt.Sprintf("k%d", v%7)), []byte(fmt.Sprint(v))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		waitRewrite(db) // the switch comes with the next commit
+	}
+	if db.SnapshotVersion() != 20 {
+		t.Fatalf("snapshot at %d, want 20", db.SnapshotVersion())
+	}
+	h := db.LastCommitInfo().Hash()
+	if err := db.Close(); err != nil { // waits for the prune
+		t.Fatal(err)
+	}
+	l, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := l.FirstVersion(), l.LastVersion()
+	l.Close()
+	if first != 21 || last != 25 {
+		t.Fatalf("log holds %d..%d, want 21..25", first, last)
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Version() != 25 || !bytes.Equal(db.LastCommitInfo().Hash(), h) {
+		t.Fatalf("reopened at %d with another hash", db.Version())
+	}
+}

@@ -54,6 +54,9 @@ func (db *DB) maybeStartRewriteLocked() {
 	job := &rewriteJob{version: v, done: make(chan struct{})}
 	db.mu.rewrite = job
 	db.mu.lastSnap = v // a failed rewrite is retried one interval later
+	// the log entries after the snapshot start a segment, so that the
+	// prune after the switch removes every entry the snapshot holds
+	db.log.RollAt(v + 1)
 	initial := db.mu.initial
 	db.wg.Add(1)
 	go func() {
@@ -436,6 +439,7 @@ func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	if err := db.log.Flush(); err != nil {
 		return err
 	}
+	db.log.RollAt(v + 1)
 	if err := writeSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency, nil, nil); err != nil {
 		return err
 	}

@@ -373,7 +373,7 @@ func (l *Log) writeLocked(recs []pendingRecord) error {
 	for i := range recs {
 		r := &recs[i]
 		cur := l.w.size + pending
-		if l.w.f == nil || (cur > segmentHeaderSize && cur+int64(len(r.data)) > l.opts.SegmentSize) {
+		if l.w.f == nil || (cur > segmentHeaderSize && (cur+int64(len(r.data)) > l.opts.SegmentSize || l.rollsAt(r.version))) {
 			if err := l.writeRunLocked(recs[start:i]); err != nil {
 				return err
 			}
@@ -390,6 +390,24 @@ func (l *Log) writeLocked(recs []pendingRecord) error {
 		pending += int64(len(r.data))
 	}
 	return l.writeRunLocked(recs[start:])
+}
+
+// rollsAt reports whether the record of version must start a new segment
+// because of RollAt; the active segment's base tells whether it already
+// did.
+func (l *Log) rollsAt(version int64) bool {
+	at := l.rollAt.Load()
+	return at > 0 && version >= at && l.w.base < at
+}
+
+// RollAt makes the record of version, or the first later one, start a new
+// segment, unless the active segment has no record yet. A database that
+// takes a snapshot of version-1 calls it so that TruncateFront(version)
+// can later remove every entry the snapshot holds, not only the segments
+// that end before the segment holding it. A later call replaces the
+// request; a version at or below the active segment's base does nothing.
+func (l *Log) RollAt(version int64) {
+	l.rollAt.Store(version)
 }
 
 // writeRunLocked writes consecutive records with one write call and makes

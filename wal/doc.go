@@ -7,9 +7,12 @@
 // A log is a directory of segment files named after the version of their
 // first record, zero-padded to 20 digits ("00000000000000000001.wal").
 // The writer appends to the newest segment and starts a new one when the
-// next record would take it past Options.SegmentSize. Each segment starts
-// with a header carrying a magic number and the format version. format.go
-// defines the bytes of the header, the record frame and the entry encoding.
+// next record would take it past Options.SegmentSize, or when the record is
+// the one RollAt names (a database starts a segment after each snapshot's
+// version, so that TruncateFront frees everything the snapshot holds). Each
+// segment starts with a header carrying a magic number and the format
+// version. format.go defines the bytes of the header, the record frame and
+// the entry encoding.
 //
 // # Appending
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -98,6 +99,10 @@ type Log struct {
 	// written is signalled (with mu held) when mu.written, mu.err or
 	// mu.closed change.
 	written *sync.Cond
+
+	// rollAt is the version whose record starts a new segment (RollAt);
+	// 0 for none. Set by any goroutine, read by the writer.
+	rollAt atomic.Int64
 
 	queue  chan request  // asynchronous mode: encoded records for the writer
 	kick   chan struct{} // tells the goroutine that unsynced data appeared

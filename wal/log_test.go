@@ -2,8 +2,10 @@ package wal
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -230,6 +232,46 @@ func TestTruncateFront(t *testing.T) {
 		t.Fatalf("after reopen: %d..%d", l.FirstVersion(), l.LastVersion())
 	}
 	checkReplay(t, l, append(entries, more))
+}
+
+// TestRollAt: the record RollAt names starts a segment, so that
+// TruncateFront at that version leaves no older entry; synchronous and
+// asynchronous appends, a version skipped by a gap-free log's batch, and
+// requests that need no roll.
+func TestRollAt(t *testing.T) {
+	for _, async := range []int{0, 8} {
+		t.Run(fmt.Sprintf("async=%d", async), func(t *testing.T) {
+			rng := newRand(t)
+			entries := makeEntries(rng, 60, smallShape)
+			fs := newMemFS()
+			opts := Options{fs: fs, AsyncBuffer: async}
+			l := mustOpen(t, memDir, opts)
+			l.RollAt(1) // the first record starts the first segment anyway
+			mustAppend(t, l, entries[:20]...)
+			l.RollAt(21)
+			mustAppend(t, l, entries[20:40]...)
+			l.RollAt(35) // at or below the active segment's base: nothing
+			l.RollAt(45)
+			mustAppend(t, l, entries[40:]...)
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if names := fs.names(memDir); !slices.Equal(names, []string{segmentName(1), segmentName(21), segmentName(45)}) {
+				t.Fatalf("segments %v, want bases 1, 21, 45", names)
+			}
+			if err := l.TruncateFront(21); err != nil {
+				t.Fatal(err)
+			}
+			if l.FirstVersion() != 21 || l.LastVersion() != 60 {
+				t.Fatalf("after TruncateFront(21): %d..%d, want 21..60", l.FirstVersion(), l.LastVersion())
+			}
+			checkReplay(t, l, entries)
+			mustClose(t, l)
+			l = mustOpen(t, memDir, opts)
+			defer l.Close()
+			checkReplay(t, l, entries)
+		})
+	}
 }
 
 func TestTruncateBack(t *testing.T) {
