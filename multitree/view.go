@@ -160,10 +160,10 @@ func (v *View) StoreNames() []string {
 }
 
 // Tree returns a copy of store's tree at the view's version, nil if the
-// store does not exist or the view is released and not pinned. The copy is the caller's own
-// (it may even be mutated without affecting anything else) but reads
-// snapshots pinned by the view: use it only before Release, which unmaps
-// them when no other view pins them.
+// store does not exist or the view is released and not pinned. The copy is
+// the caller's own (it may even be mutated without affecting anything else)
+// but reads snapshots pinned by the view: use it only before Release, which
+// unmaps them when nothing else pins them.
 func (v *View) Tree(store string) *memiavl.Tree {
 	t, ok := v.st.trees[store]
 	if !ok || !v.readable() {
