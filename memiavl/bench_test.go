@@ -244,20 +244,27 @@ func BenchmarkTreeSetCommit(b *testing.B) {
 func BenchmarkTreeWriteSnapshot(b *testing.B) {
 	tr := loadOurs(b)
 	dir := b.TempDir()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		sdir := filepath.Join(dir, strconv.Itoa(i))
-		if err := tr.Copy().WriteSnapshot(context.Background(), sdir); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		if err := os.RemoveAll(sdir); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
+	for _, split := range []bool{false, true} {
+		b.Run(fmt.Sprintf("split=%v", split), func(b *testing.B) {
+			var opts []memiavl.WriteOption
+			if split {
+				opts = append(opts, memiavl.WithSplit())
+			}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				sdir := filepath.Join(dir, strconv.Itoa(i))
+				if err := tr.Copy().WriteSnapshot(context.Background(), sdir, opts...); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := os.RemoveAll(sdir); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tr.Size()), "ns/key")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tr.Size()), "ns/key")
 }
 
 // BenchmarkTreeWriteSnapshotCold writes the snapshot of a tree read from

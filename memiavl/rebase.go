@@ -86,6 +86,20 @@ func (m *NodeMap) appendRun(runs []run, r run) []run {
 	return append(runs, r)
 }
 
+// merge appends the runs of o, the map of a forked write of the subtree
+// written right after the ones m maps (see writeSplit).
+func (m *NodeMap) merge(o *NodeMap) {
+	for _, r := range o.leaves {
+		m.leaves = m.appendRun(m.leaves, r)
+	}
+	for _, r := range o.branches {
+		m.branches = m.appendRun(m.branches, r)
+	}
+	if m.bad == "" {
+		m.bad = o.bad
+	}
+}
+
 // setIndex records that in-memory node n was written at index i.
 func (m *NodeMap) setIndex(n *node, i uint64) {
 	if i >= math.MaxUint32 {

@@ -53,7 +53,27 @@ type WriteOption func(*writeConfig)
 
 type writeConfig struct {
 	limiter snapshot.Limiter
+	split   bool
 }
+
+// WithSplit writes the root's right subtree on a goroutine of its own while
+// the calling one writes the left (snapshot.Writer.Fork and Join), when the
+// root is an in-memory node over at least SplitMinLeaves leaves: the write
+// of one large tree then keeps two processors busy. The files are the same
+// bytes. The right half goes through scratch files and is copied once more
+// at the join, so the write does more work in all; it pays where a
+// processor would otherwise idle, as beside the smaller trees of a
+// database. With WithLimiter, the limiter must be safe for concurrent use
+// (a *rate.Limiter is).
+func WithSplit() WriteOption {
+	return func(c *writeConfig) { c.split = true }
+}
+
+// SplitMinLeaves is the size from which WithSplit splits a tree's write.
+const SplitMinLeaves = 1 << 16
+
+// splitMinLeaves is SplitMinLeaves, a variable for tests.
+var splitMinLeaves = int64(SplitMinLeaves)
 
 // WithLimiter paces the writes of the snapshot's files with l
 // (snapshot.Writer.SetLimiter), so that a snapshot written beside a running
@@ -83,7 +103,7 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts [
 	checked := t.checkSnapshot(ctx)
 	defer checked(false) // the check reads the snapshot: it ends before the write returns
 	if !t.saved.isNil() {
-		sw := snapshotWriter{t: t, w: w, ctx: ctx, m: m}
+		sw := snapshotWriter{t: t, w: w, ctx: ctx, m: m, split: cfg.split}
 		sw.bulk = bulkCopy && t.pers.s != nil && t.pers.s.FormatVersion() == snapshot.FormatVersion
 		if err := sw.run(t.saved); err != nil {
 			return err
@@ -134,6 +154,7 @@ type snapshotWriter struct {
 	m     *NodeMap // nil unless the write is mapped
 	inRun bool     // writing a subtree of t's snapshot that m maps as a run
 	bulk  bool     // subtrees of t's snapshot are copied with AddSubtree
+	split bool     // see WithSplit
 	sink  uint64   // see touchBelow
 }
 
@@ -189,8 +210,61 @@ func (sw *snapshotWriter) run(root ref) (err error) {
 		for d := 1; d < prefetchDepth; d++ {
 			sw.touchBelow(n, d) // the levels the walk does not touch ahead
 		}
+		if sw.split && n.height > 0 && n.size >= splitMinLeaves {
+			return sw.writeSplit(n)
+		}
 	}
 	return sw.write(root)
+}
+
+// writeSplit writes the in-memory branch n, its right subtree on a
+// goroutine of its own through a forked writer (see WithSplit). It waits
+// for that goroutine however it returns, a panic included.
+func (sw *snapshotWriter) writeSplit(n *node) (err error) {
+	t := sw.t
+	leftLeaves := uint64(t.sizeOf(n.left))
+	p, err := sw.w.Fork(leftLeaves, leftLeaves-1)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(sw.ctx)
+	right := &snapshotWriter{t: t, w: p, ctx: ctx, bulk: sw.bulk}
+	if sw.m != nil {
+		right.m = &NodeMap{version: sw.m.version, from: sw.m.from}
+	}
+	done := make(chan error, 1)
+	go func() { done <- right.run(n.right) }()
+	joined := false
+	defer func() {
+		if !joined {
+			cancel()
+			<-done
+			_ = p.Abort()
+		}
+		cancel()
+	}()
+	if err := sw.write(n.left); err != nil {
+		return err
+	}
+	joined = true
+	if err := <-done; err != nil {
+		_ = p.Abort()
+		return err
+	}
+	if err := sw.w.Join(p); err != nil {
+		return err
+	}
+	if sw.m != nil {
+		sw.m.merge(right.m)
+	}
+	r := memRef(n)
+	if err := sw.w.AddBranch(t.heightOf(r), t.sizeOf(r), t.versionOf(r), t.hashOf(r)); err != nil {
+		return err
+	}
+	if sw.m != nil {
+		sw.m.setIndex(n, sw.w.BranchCount()-1)
+	}
+	return nil
 }
 
 func (sw *snapshotWriter) write(r ref) error {

@@ -290,8 +290,10 @@ func TestSnapshotFormatV1(t *testing.T) {
 }
 
 // TestSnapshotBulkCopy writes trees whose nodes are partly in memory and
-// partly in their snapshot both with unchanged subtrees copied in bulk and
-// node by node: the files must be the same bytes, and verify.
+// partly in their snapshot with unchanged subtrees copied in bulk and node
+// by node, each also split over two goroutines (WithSplit): the files must
+// be the same bytes and verify, and the maps of the written nodes must be
+// the same.
 func TestSnapshotBulkCopy(t *testing.T) {
 	r := testutil.Rand(t)
 	dir := t.TempDir()
@@ -323,18 +325,29 @@ func TestSnapshotBulkCopy(t *testing.T) {
 		if _, _, err := tr.SaveVersion(); err != nil {
 			t.Fatal(err)
 		}
-		var files [3]map[string][]byte
+		var files [7]map[string][]byte
+		var maps [7]string
 		for i, mode := range []struct {
-			bulk bool
-			max  uint64
-		}{{false, 0}, {true, 1 << 16}, {true, 1 + uint64(r.Intn(200))}} {
+			bulk  bool
+			max   uint64
+			split int64 // 0: no split
+		}{{false, 0, 0}, {true, 1 << 16, 0}, {true, 1 + uint64(r.Intn(200)), 0},
+			{false, 0, 2}, {true, 1 << 16, 2}, {true, 1 << 16, 3001}, {true, 1 + uint64(r.Intn(200)), 2}} {
 			restore := memiavl.SetBulkCopy(mode.bulk, mode.max)
 			out := filepath.Join(dir, fmt.Sprintf("r%d-%d", round, i))
-			err := tr.Copy().WriteSnapshot(context.Background(), out)
+			var opts []memiavl.WriteOption
+			if mode.split > 0 {
+				opts = append(opts, memiavl.WithSplit())
+			}
+			restoreSplit := memiavl.SetSplitMin(max(mode.split, 1))
+			c := tr.Copy()
+			m, err := c.WriteSnapshotMapped(context.Background(), out, opts...)
 			restore()
+			restoreSplit()
 			if err != nil {
 				t.Fatal(err)
 			}
+			maps[i] = memiavl.MapSummary(m, c)
 			files[i] = readDir(t, out)
 			s, err := snapshot.Open(out)
 			if err != nil {
@@ -348,8 +361,14 @@ func TestSnapshotBulkCopy(t *testing.T) {
 		for i := 1; i < len(files); i++ {
 			for name, b := range files[0] {
 				if !bytes.Equal(files[i][name], b) {
-					t.Fatalf("round %d: %s differs between the node-by-node write and bulk write %d", round, name, i)
+					t.Fatalf("round %d: %s differs between the node-by-node write and write %d", round, name, i)
 				}
+			}
+			if len(files[i]) != len(files[0]) {
+				t.Fatalf("round %d: write %d has %d files, want %d", round, i, len(files[i]), len(files[0]))
+			}
+			if maps[i] != maps[0] {
+				t.Fatalf("round %d: the map of write %d differs", round, i)
 			}
 		}
 	}
@@ -424,4 +443,81 @@ func TestWriteSnapshotChecksSource(t *testing.T) {
 	}
 	restore()
 	sameContents(t, tr, reopen(t, tr, dst))
+}
+
+// TestSplitWriteFailures: a split write (WithSplit) that is cancelled, or
+// that meets damage in the part of the old snapshot its forked half copies,
+// fails like an unsplit one and leaves nothing behind.
+func TestSplitWriteFailures(t *testing.T) {
+	defer memiavl.SetSplitMin(2)()
+	tr, err := memiavl.New(memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3000; i++ {
+		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte(fmt.Sprint("value-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	tr = reopen(t, tr, src)
+	for i := 0; i < 3000; i += 97 {
+		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte("changed")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	noneLeft := func(what string) {
+		t.Helper()
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 0 {
+			t.Fatalf("%s: left %d entries, the first %s", what, len(entries), entries[0].Name())
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := tr.Copy().WriteSnapshot(ctx, filepath.Join(parent, "cancelled"), memiavl.WithSplit()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled split write: %v", err)
+	}
+	noneLeft("cancelled split write")
+
+	// the last leaf record: in the right half, which the forked writer
+	// copies
+	leaves := filepath.Join(src, snapshot.FileLeaves)
+	fi, err := os.Stat(leaves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := testutil.DamageByte(t, leaves, fi.Size()-snapshot.RecordSize+40)
+	err = tr.Copy().WriteSnapshot(context.Background(), filepath.Join(parent, "damaged"), memiavl.WithSplit())
+	if !errors.Is(err, memiavl.ErrCorrupt) {
+		t.Fatalf("split write from a damaged snapshot: %v", err)
+	}
+	noneLeft("split write from a damaged snapshot")
+	restore()
+
+	dst := filepath.Join(parent, "ok")
+	if err := tr.Copy().WriteSnapshot(context.Background(), dst, memiavl.WithSplit()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := snapshot.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(s.RootHash(), tr.RootHash()) {
+		t.Fatal("split write's root hash differs")
+	}
 }

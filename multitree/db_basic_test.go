@@ -611,3 +611,88 @@ func TestPruneDropsLogTheSnapshotHolds(t *testing.T) {
 		t.Fatalf("reopened at %d with another hash", db.Version())
 	}
 }
+
+// TestSplitRewrite: a database whose one store holds most of the state has
+// that store's snapshot written by two goroutines (splitStore), in
+// background rewrites, whose catch-up maps the written nodes, and in
+// RewriteSnapshot; the snapshots verify and the reopened database has the
+// same app hash and data.
+func TestSplitRewrite(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"big", "small"}, SnapshotInterval: 2, RewriteConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testutil.Rand(t)
+	n := memiavl.SplitMinLeaves + 500
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%07d", i)) }
+	for i := 0; i < n; i++ {
+		if err := db.Set("big", key(i), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{}
+	for v := 0; v < 6; v++ {
+		for c := 0; c < 300; c++ {
+			i := r.Intn(n + 100)
+			val := fmt.Sprint(v, "-", c)
+			if err := db.Set("big", key(i), []byte(val)); err != nil {
+				t.Fatal(err)
+			}
+			want[string(key(i))] = val
+		}
+		if err := db.Set("small", []byte{byte(v)}, []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		waitRewrite(db)
+	}
+	if db.SnapshotVersion() < 4 {
+		t.Fatalf("snapshot at %d: the background rewrites did not switch", db.SnapshotVersion())
+	}
+	if err := db.Set("big", key(0), []byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	want[string(key(0))] = "last"
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waitRewrite(db)
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := db.LastCommitInfo().Hash()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(rep.AppHash, h) {
+		t.Fatal("verified app hash differs")
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if !bytes.Equal(db.LastCommitInfo().Hash(), h) || db.SnapshotVersion() != db.Version() {
+		t.Fatalf("reopened at %d (snapshot %d) with another hash", db.Version(), db.SnapshotVersion())
+	}
+	view, err := db.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Release()
+	for k, v := range want {
+		if got, err := view.Get("big", []byte(k)); err != nil || string(got) != v {
+			t.Fatalf("Get %s = %q, %v, want %q", k, got, err, v)
+		}
+	}
+	if got := view.Tree("big").Size(); got < int64(n) {
+		t.Fatalf("big holds %d keys, want at least %d", got, n)
+	}
+}

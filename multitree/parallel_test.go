@@ -2,6 +2,7 @@ package multitree
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -45,6 +46,49 @@ func TestParallelRunsEveryCallInOrderOfStart(t *testing.T) {
 		}
 		if started.Load() != int64(len(order)) {
 			t.Fatalf("workers %d: %d calls, want %d", workers, started.Load(), len(order))
+		}
+	}
+}
+
+// TestSplitStore: the largest tree's write is split when it holds at least
+// three quarters of the leaves and SplitMinLeaves, and there is more than
+// one worker.
+func TestSplitStore(t *testing.T) {
+	sized := func(sizes map[string]int) map[string]*memiavl.Tree {
+		trees := map[string]*memiavl.Tree{}
+		for name, n := range sizes {
+			tr, err := memiavl.New(memiavl.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < n; i++ {
+				if _, err := tr.Set([]byte(fmt.Sprintf("%08d", i)), []byte{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			trees[name] = tr
+		}
+		return trees
+	}
+	const big = memiavl.SplitMinLeaves
+	for _, c := range []struct {
+		sizes   map[string]int
+		workers int
+		want    string
+	}{
+		{map[string]int{"a": big}, 2, "a"},
+		{map[string]int{"a": big}, 1, ""},
+		{map[string]int{"a": big - 1}, 2, ""},
+		{map[string]int{"a": big * 3, "b": big / 2, "c": big / 2}, 2, "a"}, // 3/4 exactly
+		{map[string]int{"a": big * 3, "b": big / 2, "c": big/2 + 8}, 2, ""},
+		{map[string]int{"a": big, "b": big}, 4, ""},
+		{map[string]int{}, 2, ""},
+	} {
+		trees := sized(c.sizes)
+		names := slices.Collect(maps.Keys(trees))
+		largestFirst(names, trees)
+		if got := splitStore(names, trees, c.workers); got != c.want {
+			t.Errorf("sizes %v, %d workers: split %q, want %q", c.sizes, c.workers, got, c.want)
 		}
 	}
 }

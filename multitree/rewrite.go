@@ -365,15 +365,19 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 		names = append(names, name)
 	}
 	largestFirst(names, trees)
+	split := splitStore(names, trees, concurrency)
 	nodeMaps := make([]*memiavl.NodeMap, len(names))
 	errs := make([]error, len(names))
 	parallel(len(names), concurrency, func(i int) {
 		t, tdir := trees[names[i]], filepath.Join(tmp, treeDirName(names[i]))
-		opt := memiavl.WithLimiter(limiter)
+		opts := []memiavl.WriteOption{memiavl.WithLimiter(limiter)}
+		if names[i] == split {
+			opts = append(opts, memiavl.WithSplit())
+		}
 		if maps != nil {
-			nodeMaps[i], errs[i] = t.WriteSnapshotMapped(ctx, tdir, opt)
+			nodeMaps[i], errs[i] = t.WriteSnapshotMapped(ctx, tdir, opts...)
 		} else {
-			errs[i] = t.WriteSnapshot(ctx, tdir, opt)
+			errs[i] = t.WriteSnapshot(ctx, tdir, opts...)
 		}
 		switch {
 		case errs[i] == nil:

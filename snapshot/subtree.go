@@ -173,7 +173,7 @@ func (w *Writer) copyLeaves(s *Snapshot, lo, hi uint64) error {
 	kvs := uint64(len(s.kvs))
 	shift := w.kvLen - start // modulo 2^64: adding it moves an offset
 	prev := w.lastKey
-	if w.leafCount == 0 {
+	if !w.hasLastKey() {
 		prev = nil
 	}
 	for j := lo; j < hi; j++ {
@@ -195,7 +195,7 @@ func (w *Writer) copyLeaves(s *Snapshot, lo, hi uint64) error {
 			return corruptAt(s.path(metaFileIndexKVs), pos, "leaf %d: entry header %x, record lengths %d and %d", j, hdr, kl, vl)
 		}
 		key := s.kvs[off : off+uint64(kl)]
-		if (j > lo || w.leafCount > 0) && bytes.Compare(key, prev) <= 0 {
+		if (j > lo || w.hasLastKey()) && bytes.Compare(key, prev) <= 0 {
 			return fmt.Errorf("%w: %s: leaf %d key %s after %s", ErrKeyOrder, s.path(metaFileIndexLeaves), j, hexkey.Lower(key), hexkey.Lower(prev))
 		}
 		prev = key

@@ -113,6 +113,14 @@ type Writer struct {
 
 	err      error // sticky
 	finished bool
+
+	// Fork and Join (fork.go): a forked writer has a parent, writes into
+	// scratch files named forkPrefix+name, and starts at leafBase and
+	// branchBase with kvs offsets from 0.
+	parent               *Writer
+	forkPrefix           string
+	leafBase, branchBase uint64
+	forks                int // forks made, to name their files
 }
 
 // NewWriter starts a snapshot of a tree at the given version, to appear as
@@ -141,19 +149,9 @@ func NewWriter(dir string, version int64) (*Writer, error) {
 		_ = w.Abort()
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	for i, name := range dataFileNames[:len(w.files)] {
-		f, err := os.OpenFile(filepath.Join(tmp, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
-			_ = w.Abort()
-			return nil, fmt.Errorf("snapshot: %w", err)
-		}
-		w.files[i].f = f
-		w.files[i].pace = &w.pace
-		size := writeBufferSize
-		if i == metaFileIndexIndex {
-			size = indexWriteBufferSize
-		}
-		w.files[i].buf = bufio.NewWriterSize(&w.files[i].crcFile, size)
+	if err := w.createDataFiles(tmp+string(filepath.Separator), os.O_WRONLY, 0o644); err != nil {
+		_ = w.Abort()
+		return nil, err
 	}
 	// The lookup table's build reads the file back for its checksum.
 	if w.lookup, err = os.OpenFile(filepath.Join(tmp, FileLookup), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
@@ -165,6 +163,25 @@ func NewWriter(dir string, version int64) (*Writer, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// createDataFiles creates the streamed data files, named prefix+name,
+// opened with flag (O_WRONLY or O_RDWR), and their buffers.
+func (w *Writer) createDataFiles(prefix string, flag int, perm os.FileMode) error {
+	for i, name := range dataFileNames[:len(w.files)] {
+		f, err := os.OpenFile(prefix+name, flag|os.O_CREATE|os.O_EXCL, perm)
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		w.files[i].f = f
+		w.files[i].pace = &w.pace
+		size := writeBufferSize
+		if i == metaFileIndexIndex {
+			size = indexWriteBufferSize
+		}
+		w.files[i].buf = bufio.NewWriterSize(&w.files[i].crcFile, size)
+	}
+	return nil
 }
 
 func checkAbsent(dir string) error {
@@ -224,7 +241,7 @@ func (w *Writer) AddLeaf(key, value []byte, version int64, hash []byte) error {
 	if w.leafCount >= MaxLeaves {
 		return w.fail(fmt.Errorf("%w: more than %d leaves", ErrInvalidNode, uint64(MaxLeaves)))
 	}
-	if w.leafCount > 0 && bytes.Compare(key, w.lastKey) <= 0 {
+	if w.hasLastKey() && bytes.Compare(key, w.lastKey) <= 0 {
 		return w.fail(fmt.Errorf("%w: leaf %d key %s after %s", ErrKeyOrder, w.leafCount, hexkey.Lower(key), hexkey.Lower(w.lastKey)))
 	}
 	if len(w.stack) >= maxPending {
@@ -325,6 +342,9 @@ func (w *Writer) BranchCount() uint64 { return w.branchCount }
 func (w *Writer) Finish() error {
 	if err := w.usable(); err != nil {
 		return err
+	}
+	if w.parent != nil {
+		return w.fail(fmt.Errorf("%w: a forked writer ends with Join, not Finish", ErrTreeShape))
 	}
 	if len(w.stack) > 1 {
 		return w.fail(fmt.Errorf("%w: %d subtrees without a parent at finish", ErrTreeShape, len(w.stack)))
@@ -443,6 +463,16 @@ func (w *Writer) Abort() error {
 			errs = append(errs, err)
 		}
 		w.tmp = ""
+	}
+	if w.forkPrefix != "" {
+		// a forked writer's scratch files, unless the parent's Abort
+		// removed them with its directory
+		for _, name := range append(dataFileNames[:len(w.files):len(w.files)], "hashes") {
+			if err := os.Remove(w.forkPrefix + name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		w.forkPrefix = ""
 	}
 	if !w.finished {
 		w.finished = true
