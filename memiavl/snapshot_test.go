@@ -395,16 +395,15 @@ func readDir(t *testing.T, dir string) map[string][]byte {
 	return out
 }
 
-// TestWriteSnapshotChecksSource: a write from a tree whose snapshot has a
-// damaged byte, in a part the write copies, fails with ErrCorrupt and leaves
-// nothing at the target; the intact snapshot writes, and a cancelled write
-// reports the cancellation, not damage.
-func TestWriteSnapshotChecksSource(t *testing.T) {
+// changedSnapshotTree returns a tree of n keys read from its snapshot,
+// written to src, with every step-th key changed since and saved.
+func changedSnapshotTree(t *testing.T, src string, n, step int) *memiavl.Tree {
+	t.Helper()
 	tr, err := memiavl.New(memiavl.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 2000; i++ {
+	for i := 0; i < n; i++ {
 		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte(fmt.Sprint("value-", i))); err != nil {
 			t.Fatal(err)
 		}
@@ -412,14 +411,25 @@ func TestWriteSnapshotChecksSource(t *testing.T) {
 	if _, _, err := tr.SaveVersion(); err != nil {
 		t.Fatal(err)
 	}
-	src := filepath.Join(t.TempDir(), "src")
 	tr = reopen(t, tr, src)
-	if _, err := tr.Set([]byte("key-00000"), []byte("changed")); err != nil {
-		t.Fatal(err)
+	for i := 0; i < n; i += step {
+		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte("changed")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, _, err := tr.SaveVersion(); err != nil {
 		t.Fatal(err)
 	}
+	return tr
+}
+
+// TestWriteSnapshotChecksSource: a write from a tree whose snapshot has a
+// damaged byte, in a part the write copies, fails with ErrCorrupt and leaves
+// nothing at the target; the intact snapshot writes, and a cancelled write
+// reports the cancellation, not damage.
+func TestWriteSnapshotChecksSource(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	tr := changedSnapshotTree(t, src, 2000, 2000)
 
 	// a value byte near the end of kvs, in a subtree copied unchanged
 	kvs := filepath.Join(src, snapshot.FileKVs)
@@ -450,28 +460,8 @@ func TestWriteSnapshotChecksSource(t *testing.T) {
 // fails like an unsplit one and leaves nothing behind.
 func TestSplitWriteFailures(t *testing.T) {
 	defer memiavl.SetSplitMin(2)()
-	tr, err := memiavl.New(memiavl.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 3000; i++ {
-		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte(fmt.Sprint("value-", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, _, err := tr.SaveVersion(); err != nil {
-		t.Fatal(err)
-	}
 	src := filepath.Join(t.TempDir(), "src")
-	tr = reopen(t, tr, src)
-	for i := 0; i < 3000; i += 97 {
-		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte("changed")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, _, err := tr.SaveVersion(); err != nil {
-		t.Fatal(err)
-	}
+	tr := changedSnapshotTree(t, src, 3000, 97)
 	parent := t.TempDir()
 	noneLeft := func(what string) {
 		t.Helper()
