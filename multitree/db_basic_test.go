@@ -652,6 +652,11 @@ func TestSplitRewrite(t *testing.T) {
 	if db.SnapshotVersion() < 4 {
 		t.Fatalf("snapshot at %d: the background rewrites did not switch", db.SnapshotVersion())
 	}
+	// the catch-up rebased onto the split writes' node maps, rather than
+	// falling back to replaying the log
+	if n, errs := db.rebases.Load(), db.rebaseErrs.Load(); n == 0 || errs != 0 {
+		t.Fatalf("%d rebases, %d failed", n, errs)
+	}
 	if err := db.Set("big", key(0), []byte("last")); err != nil {
 		t.Fatal(err)
 	}
