@@ -219,7 +219,7 @@ func (sw *snapshotWriter) run(root ref) (err error) {
 // writeSplit writes the in-memory branch n, its right subtree on a
 // goroutine of its own through a forked writer (see WithSplit). It waits
 // for that goroutine however it returns, a panic included.
-func (sw *snapshotWriter) writeSplit(n *node) (err error) {
+func (sw *snapshotWriter) writeSplit(n *node) error {
 	t := sw.t
 	leftLeaves := uint64(t.sizeOf(n.left))
 	p, err := sw.w.Fork(leftLeaves, leftLeaves-1)
@@ -227,25 +227,25 @@ func (sw *snapshotWriter) writeSplit(n *node) (err error) {
 		return err
 	}
 	ctx, cancel := context.WithCancel(sw.ctx)
+	defer cancel()
 	right := &snapshotWriter{t: t, w: p, ctx: ctx, bulk: sw.bulk}
 	if sw.m != nil {
 		right.m = &NodeMap{version: sw.m.version, from: sw.m.from}
 	}
 	done := make(chan error, 1)
 	go func() { done <- right.run(n.right) }()
-	joined := false
+	received := false // the forked half's result
 	defer func() {
-		if !joined {
+		if !received { // the left half failed or panicked
 			cancel()
 			<-done
 			_ = p.Abort()
 		}
-		cancel()
 	}()
 	if err := sw.write(n.left); err != nil {
 		return err
 	}
-	joined = true
+	received = true
 	if err := <-done; err != nil {
 		_ = p.Abort()
 		return err
