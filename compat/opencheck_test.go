@@ -21,16 +21,13 @@ import (
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
-// TestOpenCheckStopsTheNode damages a value in the current snapshot: with
-// open-check "sync" the store does not load; with "background" it loads and
-// the next Commit panics naming the damaged file, after which a restart
-// with "none" still loads (the operator's way to look at the state).
-func TestOpenCheckStopsTheNode(t *testing.T) {
+// bankSnapshot commits 500 keys to the store "bank" of a new multistore
+// with cfg, writes snapshot 1 and closes it.
+func bankSnapshot(t *testing.T, cfg compat.Config) (string, keyring, mount) {
+	t.Helper()
 	dir := t.TempDir()
 	keys := keyring{}
 	m := mount{iavl: []string{"bank", "acc"}}
-	cfg := testConfig()
-	cfg.SnapshotInterval = -1
 	ms := newOurs(t, dir, cfg, keys, m, nil)
 	bank := ms.GetKVStore(keys.key("bank", 0))
 	for i := 0; i < 500; i++ {
@@ -43,6 +40,18 @@ func TestOpenCheckStopsTheNode(t *testing.T) {
 	if err := ms.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return dir, keys, m
+}
+
+// TestOpenCheckStopsTheNode damages a value in the current snapshot: with
+// open-check "sync" the store does not load; with "background" it loads and
+// the next Commit panics naming the damaged file, after which a restart
+// with "none" still loads (the operator's way to look at the state).
+func TestOpenCheckStopsTheNode(t *testing.T) {
+	cfg := testConfig()
+	cfg.SnapshotInterval = -1
+	dir, keys, m := bankSnapshot(t, cfg)
+	var ms *compat.MultiStore
 	// the bank kvs of snapshot 1 (multitree/format.go): its last byte is
 	// in the last value
 	kvs := filepath.Join(dir, "snapshot-00000000000000000001", "s-bank", snapshot.FileKVs)
@@ -103,30 +112,16 @@ func TestOpenCheckStopsTheNode(t *testing.T) {
 func TestDamagedStoreIterationPanics(t *testing.T) {
 	for _, zeroCopy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("zeroCopy=%v", zeroCopy), func(t *testing.T) {
-			dir := t.TempDir()
-			keys := keyring{}
-			m := mount{iavl: []string{"bank", "acc"}}
 			cfg := testConfig()
 			cfg.SnapshotInterval = -1
 			cfg.ZeroCopy = zeroCopy
-			ms := newOurs(t, dir, cfg, keys, m, nil)
-			bank := ms.GetKVStore(keys.key("bank", 0))
-			for i := 0; i < 500; i++ {
-				bank.Set([]byte(fmt.Sprintf("k%05d", i)), []byte(fmt.Sprintf("value %d", i)))
-			}
-			ms.Commit()
-			if err := ms.RewriteSnapshot(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			if err := ms.Close(); err != nil {
-				t.Fatal(err)
-			}
+			dir, keys, m := bankSnapshot(t, cfg)
 			// the top byte of leaf 250's key length: the key then lies
 			// beyond the end of kvs
 			leaves := filepath.Join(dir, "snapshot-00000000000000000001", "s-bank", snapshot.FileLeaves)
 			testutil.DamageByte(t, leaves, 250*snapshot.RecordSize+51)
 			cfg.OpenCheck = "none"
-			ms = newOurs(t, dir, cfg, keys, m, nil)
+			ms := newOurs(t, dir, cfg, keys, m, nil)
 			defer ms.Close()
 
 			// each iteration must serve exactly the pairs before leaf 250

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
@@ -18,17 +15,7 @@ import (
 // the root's right subtree through a writer forked from the main one.
 func writeForked(t *testing.T, dir string, seed, version int64, keys, values [][]byte) {
 	t.Helper()
-	w, err := NewWriter(dir, version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Abort()
-	g := &treeGen{
-		r:           rand.New(rand.NewSource(seed)),
-		kv:          func(i int) ([]byte, []byte) { return keys[i], values[i] },
-		treeVersion: version,
-		sink:        w,
-	}
+	w, g := newTreeWriter(t, dir, seed, version, false, keys, values)
 	n := len(keys)
 	a := (n + 1) / 2 // treeGen's even split
 	l := g.build(0, a, -1)
@@ -198,19 +185,7 @@ func TestForkAbort(t *testing.T) {
 	if err := w.AddLeaf([]byte("a"), []byte("1"), 1, h); err != nil {
 		t.Fatal(err)
 	}
-	forkFiles := func() []string {
-		entries, err := os.ReadDir(w.tmp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), "fork-") {
-				names = append(names, e.Name())
-			}
-		}
-		return names
-	}
+	forkFiles := func() []string { return entriesWith(t, w.tmp, "fork-") }
 	p, err := w.Fork(1, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -157,18 +157,7 @@ func sortedKVs(r *rand.Rand, n int) (keys, values [][]byte) {
 // root hash.
 func writeTree(t testing.TB, dir string, seed int64, version int64, random bool, keys, values [][]byte) []byte {
 	t.Helper()
-	w, err := NewWriter(dir, version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Abort()
-	g := &treeGen{
-		r:           rand.New(rand.NewSource(seed)),
-		kv:          func(i int) ([]byte, []byte) { return keys[i], values[i] },
-		treeVersion: version,
-		random:      random,
-		sink:        w,
-	}
+	w, g := newTreeWriter(t, dir, seed, version, random, keys, values)
 	root, err := g.run(len(keys))
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +169,25 @@ func writeTree(t testing.TB, dir string, seed int64, version int64, random bool,
 		return nodehash.Empty()
 	}
 	return root.hash[:]
+}
+
+// newTreeWriter returns a writer of a snapshot into dir, which the caller
+// aborts at the test's end (a no-op after Finish), and a treeGen over keys
+// streaming into it.
+func newTreeWriter(t testing.TB, dir string, seed int64, version int64, random bool, keys, values [][]byte) (*Writer, *treeGen) {
+	t.Helper()
+	w, err := NewWriter(dir, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Abort() })
+	return w, &treeGen{
+		r:           rand.New(rand.NewSource(seed)),
+		kv:          func(i int) ([]byte, []byte) { return keys[i], values[i] },
+		treeVersion: version,
+		random:      random,
+		sink:        w,
+	}
 }
 
 // checkSink compares the nodes a treeGen streams with a snapshot's records,

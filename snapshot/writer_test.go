@@ -19,13 +19,19 @@ func leafHash(key, value string, version int64) []byte {
 // tmpEntries lists the entries of parent other than the finished snapshot.
 func tmpEntries(t *testing.T, parent string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(parent)
+	return entriesWith(t, parent, ".tmp-")
+}
+
+// entriesWith lists the entries of dir whose names contain part.
+func entriesWith(t *testing.T, dir, part string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	for _, e := range entries {
-		if strings.Contains(e.Name(), ".tmp-") {
+		if strings.Contains(e.Name(), part) {
 			names = append(names, e.Name())
 		}
 	}
