@@ -54,6 +54,7 @@ type WriteOption func(*writeConfig)
 type writeConfig struct {
 	limiter snapshot.Limiter
 	split   bool
+	syncs   *snapshot.SyncGroup
 }
 
 // WithSplit writes the root's right subtree on a goroutine of its own while
@@ -82,6 +83,15 @@ func WithLimiter(l snapshot.Limiter) WriteOption {
 	return func(c *writeConfig) { c.limiter = l }
 }
 
+// WithSyncGroup leaves the write's fsyncs to g (snapshot.Writer.DeferSync):
+// the snapshot is in place when the write returns, and durable once
+// g.Sync has returned nil with dir's parent added to g. A database that
+// writes one snapshot per store in a temporary directory syncs them all at
+// once this way. nil means the write syncs its own files.
+func WithSyncGroup(g *snapshot.SyncGroup) WriteOption {
+	return func(c *writeConfig) { c.syncs = g }
+}
+
 func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts []WriteOption) (err error) {
 	var cfg writeConfig
 	for _, o := range opts {
@@ -93,6 +103,12 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts [
 	}
 	if cfg.limiter != nil {
 		w.SetLimiter(ctx, cfg.limiter)
+	}
+	if cfg.syncs != nil {
+		if err := w.DeferSync(cfg.syncs); err != nil {
+			_ = w.Abort()
+			return err
+		}
 	}
 	defer func() {
 		if err != nil {

@@ -366,11 +366,19 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 	}
 	largestFirst(names, trees)
 	split := splitStore(names, trees, concurrency)
+	// Nothing under tmp is in reach until the rename below, so the stores'
+	// fsyncs wait and then run together (see snapshot.SyncGroup).
+	syncs := &snapshot.SyncGroup{}
+	defer syncs.Close() // after a failure: Sync has closed the files
+	fail := func(err error) error {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
 	nodeMaps := make([]*memiavl.NodeMap, len(names))
 	errs := make([]error, len(names))
 	parallel(len(names), concurrency, func(i int) {
 		t, tdir := trees[names[i]], filepath.Join(tmp, treeDirName(names[i]))
-		opts := []memiavl.WriteOption{memiavl.WithLimiter(limiter)}
+		opts := []memiavl.WriteOption{memiavl.WithLimiter(limiter), memiavl.WithSyncGroup(syncs)}
 		if names[i] == split {
 			opts = append(opts, memiavl.WithSplit())
 		}
@@ -395,14 +403,19 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		_ = os.RemoveAll(tmp)
-		return err
+		return fail(err)
 	}
-	if err := writeFileAtomic(tmp, metadataFileName, meta.encode()); err != nil {
-		return err
+	if err := writeSyncedLater(syncs, filepath.Join(tmp, metadataFileName), meta.encode()); err != nil {
+		return fail(err)
+	}
+	if err := syncs.AddDir(tmp); err != nil {
+		return fail(err)
+	}
+	if err := syncs.Sync(); err != nil {
+		return fail(err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		return err
+		return fail(err)
 	}
 	return syncDir(dir)
 }
@@ -484,4 +497,18 @@ func (db *DB) rewriteLimiter() snapshot.Limiter {
 // newPaceLimiter returns a limiter of bytesPerSec for background file I/O.
 func newPaceLimiter(bytesPerSec int64) *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(bytesPerSec), rewriteBurst)
+}
+
+// writeSyncedLater writes data to a new file at path and hands it to g,
+// which syncs and closes it.
+func writeSyncedLater(g *snapshot.SyncGroup, path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return g.Add(f)
 }

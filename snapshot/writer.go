@@ -87,7 +87,8 @@ type pending struct {
 // not safe for concurrent use.
 //
 // The snapshot is written under a temporary directory next to the target and
-// appears under its name only when Finish has made it durable. After any
+// appears under its name only when Finish has made it durable (or, after
+// DeferSync, has handed its fsyncs to a SyncGroup). After any
 // error the Writer is failed: every later call returns the first error, and
 // the caller should call Abort, which removes the temporary directory. Abort
 // after a successful Finish does nothing, so `defer w.Abort()` is the usual
@@ -113,6 +114,7 @@ type Writer struct {
 
 	err      error // sticky
 	finished bool
+	syncs    *SyncGroup // see DeferSync; nil: Finish syncs
 
 	// Fork and Join (fork.go): a forked writer has a parent, writes into
 	// scratch files named forkPrefix+name, and starts at leafBase and
@@ -338,7 +340,8 @@ func (w *Writer) BranchCount() uint64 { return w.branchCount }
 // Finish completes the snapshot: exactly one subtree (the root) or none (the
 // empty tree) must be pending. It flushes and fsyncs the data files, writes
 // and fsyncs meta, fsyncs the temporary directory, renames it to the target
-// and fsyncs the parent directory. On error the caller should call Abort.
+// and fsyncs the parent directory; after DeferSync it leaves every fsync to
+// the group. On error the caller should call Abort.
 func (w *Writer) Finish() error {
 	if err := w.usable(); err != nil {
 		return err
@@ -372,10 +375,15 @@ func (w *Writer) Finish() error {
 	syncErrs := make([]error, len(w.files))
 	var wg sync.WaitGroup
 	for i := range w.files {
+		if w.syncs != nil {
+			// start the writeback that the group's fsync waits for
+			startWriteback(w.files[i].f)
+			continue
+		}
 		wg.Add(1)
 		go func(df *dataFile) {
 			defer wg.Done()
-			if err := df.f.Sync(); err != nil {
+			if err := fsyncFile(df.f); err != nil {
 				syncErrs[i] = fmt.Errorf("snapshot: sync %s: %w", dataFileNames[i], err)
 			}
 		}(&w.files[i])
@@ -383,8 +391,12 @@ func (w *Writer) Finish() error {
 	crc, err := w.hashes.build(w.lookup, w.leafCount, &w.pace)
 	if err != nil {
 		err = fmt.Errorf("snapshot: build %s: %w", FileLookup, err)
-	} else if serr := w.lookup.Sync(); serr != nil {
-		err = fmt.Errorf("snapshot: sync %s: %w", FileLookup, serr)
+	} else if w.syncs != nil {
+		startWriteback(w.lookup)
+	} else {
+		if serr := fsyncFile(w.lookup); serr != nil {
+			err = fmt.Errorf("snapshot: sync %s: %w", FileLookup, serr)
+		}
 	}
 	wg.Wait()
 	if err != nil {
@@ -394,27 +406,24 @@ func (w *Writer) Finish() error {
 		return w.fail(err)
 	}
 	for i := range w.files {
-		df := &w.files[i]
-		err := df.f.Close()
-		df.f = nil
-		if err != nil {
+		if err := w.release(&w.files[i].f); err != nil {
 			return w.fail(fmt.Errorf("snapshot: close %s: %w", dataFileNames[i], err))
 		}
 	}
 	if err := w.hashes.close(); err != nil {
 		return w.fail(fmt.Errorf("snapshot: remove key hashes: %w", err))
 	}
-	err = w.lookup.Close()
-	w.lookup = nil
-	if err != nil {
+	if err := w.release(&w.lookup); err != nil {
 		return w.fail(fmt.Errorf("snapshot: close %s: %w", FileLookup, err))
 	}
 	m.files[metaFileIndexLookup] = fileInfo{length: lookupLen(w.leafCount), crc: crc}
-	if err := writeFileSync(filepath.Join(w.tmp, FileMeta), m.encode()); err != nil {
+	if err := w.writeMeta(filepath.Join(w.tmp, FileMeta), m.encode()); err != nil {
 		return w.fail(err)
 	}
-	if err := syncDir(w.tmp); err != nil {
-		return w.fail(err)
+	if w.syncs == nil {
+		if err := syncDir(w.tmp); err != nil {
+			return w.fail(err)
+		}
 	}
 	// rename(2) would replace an empty directory: refuse any existing one.
 	if err := checkAbsent(w.dir); err != nil {
@@ -425,8 +434,69 @@ func (w *Writer) Finish() error {
 	}
 	w.finished = true
 	w.tmp = ""
+	if w.syncs != nil {
+		// the files' entries; the caller adds the parent, for the rename
+		if err := w.syncs.AddDir(w.dir); err != nil {
+			return w.fail(err)
+		}
+		return nil
+	}
 	if err := syncDir(filepath.Dir(w.dir)); err != nil {
 		return w.fail(err)
+	}
+	return nil
+}
+
+// DeferSync makes Finish leave every fsync to g (see SyncGroup). Finish
+// then writes the files, renames the temporary directory into place, and
+// hands the open files and the directory to g, which closes them. The
+// snapshot is durable only once g.Sync has returned nil, and its rename only
+// if the caller has also added the parent directory to g; until then the
+// parent must be out of reach of readers that expect durable snapshots
+// (for example, a temporary directory that is renamed into place after
+// Sync). Call it before Finish; a forked writer takes no group.
+func (w *Writer) DeferSync(g *SyncGroup) error {
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if w.parent != nil {
+		return w.fail(fmt.Errorf("%w: a forked writer ends with Join, which its parent's Finish syncs", ErrTreeShape))
+	}
+	w.syncs = g
+	return nil
+}
+
+// release closes *f, or hands it to the sync group when Finish defers
+// its fsyncs, and sets *f to nil. The group's errors name the file by its
+// path once the temporary directory is renamed into place.
+func (w *Writer) release(f **os.File) error {
+	file := *f
+	*f = nil
+	if w.syncs != nil {
+		return w.syncs.add(file, filepath.Join(w.dir, filepath.Base(file.Name())))
+	}
+	return file.Close()
+}
+
+// writeMeta writes meta's bytes to a new file at path and syncs it, or
+// hands it to the sync group when Finish defers its fsyncs.
+func (w *Writer) writeMeta(path string, b [MetaSize]byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if _, err := f.Write(b[:]); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("snapshot: write %s: %w", path, err)
+	}
+	if w.syncs == nil {
+		if err := fsyncFile(f); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("snapshot: sync %s: %w", path, err)
+		}
+	}
+	if err := w.release(&f); err != nil {
+		return fmt.Errorf("snapshot: close %s: %w", path, err)
 	}
 	return nil
 }
@@ -481,31 +551,12 @@ func (w *Writer) Abort() error {
 	return errors.Join(errs...)
 }
 
-func writeFileSync(path string, b [MetaSize]byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
-	}
-	if _, err := f.Write(b[:]); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("snapshot: write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("snapshot: sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("snapshot: close %s: %w", path, err)
-	}
-	return nil
-}
-
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	serr := d.Sync()
+	serr := fsyncFile(d)
 	cerr := d.Close()
 	if serr != nil {
 		return fmt.Errorf("snapshot: sync directory %s: %w", dir, serr)
@@ -514,4 +565,12 @@ func syncDir(dir string) error {
 		return fmt.Errorf("snapshot: %w", cerr)
 	}
 	return nil
+}
+
+// startWriteback starts writing f's dirty pages to disk without waiting for
+// them, so that a later fsync finds the work under way. Advisory: an error
+// (say, a file system without the call) changes nothing, as the fsync
+// follows.
+func startWriteback(f *os.File) {
+	_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
 }

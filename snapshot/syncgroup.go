@@ -1,0 +1,123 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+)
+
+// SyncGroup gathers the fsyncs of several snapshot writes so that they run
+// at once, concurrently, when all the writes have finished (see
+// Writer.DeferSync). A Writer's Finish makes its snapshot durable with a
+// chain of fsyncs that wait on each other: the data files, meta, the
+// directory, then its parent. Each waits for a journal commit of its own,
+// and a database that writes one snapshot per store pays that chain once
+// per store. Issued together, the fsyncs share the journal's commits.
+//
+// A snapshot finished into a group is not durable until Sync returns nil;
+// its directory must stay out of reach (inside a temporary directory that
+// is renamed into place after Sync) until then. Sync or Close must be
+// called, to close the files the group holds. A SyncGroup is safe for
+// concurrent use by the writers that finish into it.
+type SyncGroup struct {
+	mu    sync.Mutex
+	files []groupFile
+	done  bool
+}
+
+// groupFile is a file of a SyncGroup and the path its errors name.
+type groupFile struct {
+	f    *os.File
+	name string
+}
+
+// syncGroupParallel bounds the fsyncs Sync runs at once.
+const syncGroupParallel = 16
+
+// fsyncFile is the fsync of Sync and Finish; tests replace it to fail.
+var fsyncFile = (*os.File).Sync
+
+// add hands f to the group, which closes it; errors name it as name. It
+// closes f and returns ErrClosed after Sync or Close.
+func (g *SyncGroup) add(f *os.File, name string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done {
+		_ = f.Close()
+		return fmt.Errorf("%w: the sync group has synced or closed", ErrClosed)
+	}
+	g.files = append(g.files, groupFile{f: f, name: name})
+	return nil
+}
+
+// AddDir opens the directory dir for Sync: its entries become durable with
+// the group, for example the rename of a snapshot into it.
+func (g *SyncGroup) AddDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return g.add(d, dir)
+}
+
+// Add hands the open file f to the group, which syncs and closes it: a
+// file written beside the snapshots that becomes durable with them. After
+// Sync or Close it closes f and returns an error wrapping ErrClosed.
+func (g *SyncGroup) Add(f *os.File) error { return g.add(f, f.Name()) }
+
+// Sync fsyncs every file and directory of the group concurrently, closes
+// them and returns the errors, each naming its path. It may be called
+// once; later calls, and Close, do nothing.
+func (g *SyncGroup) Sync() error {
+	files := g.take()
+	if files == nil {
+		return nil
+	}
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, syncGroupParallel)
+	for i, gf := range files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fsyncFile(gf.f); err != nil {
+				errs[i] = fmt.Errorf("snapshot: sync %s: %w", gf.name, err)
+			}
+			if err := gf.f.Close(); err != nil && errs[i] == nil {
+				errs[i] = fmt.Errorf("snapshot: close %s: %w", gf.name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close closes the group's files without syncing them, after a failure
+// that abandons the snapshots. It does nothing after Sync.
+func (g *SyncGroup) Close() error {
+	var errs []error
+	for _, gf := range g.take() {
+		if err := gf.f.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// take ends the group and returns its files, nil if it had ended.
+func (g *SyncGroup) take() []groupFile {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done {
+		return nil
+	}
+	g.done = true
+	files := g.files
+	g.files = nil
+	if files == nil {
+		files = []groupFile{}
+	}
+	return files
+}
