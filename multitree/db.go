@@ -341,8 +341,30 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 		from = first - 1
 	}
 	return db.log.Replay(from+1, to, func(e wal.Entry) error {
+		detachValues(e)
 		return applyEntry(trees, e, e.Version == to)
 	})
+}
+
+// detachValues gives every set of e its own copy of its key and value (one
+// allocation for both). A replayed entry's bytes alias the buffer of its
+// whole log record, so a tree that kept them would keep every record that
+// still has one live value: after a reopen, the heap would hold the log
+// since the snapshot, overwritten values and all, instead of the live
+// values a running database holds. Deletes keep nothing.
+func detachValues(e wal.Entry) {
+	for _, cs := range e.ChangeSets {
+		for i := range cs.Pairs {
+			p := &cs.Pairs[i]
+			if p.Delete {
+				continue
+			}
+			b := make([]byte, len(p.Key)+len(p.Value))
+			n := copy(b, p.Key)
+			copy(b[n:], p.Value)
+			p.Key, p.Value = b[:n:n], b[n:]
+		}
+	}
 }
 
 // applyEntry applies one logged version to trees and saves it, computing

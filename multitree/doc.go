@@ -111,4 +111,12 @@
 //     its queue holds up to N entries that reference the same key and value
 //     slices as the trees, and the background writer encodes each into a
 //     reused buffer just before writing it.
+//   - Replaying the log (at Open, in a catch-up, for ViewAt) copies each
+//     replayed key and value into an allocation of its own, as a caller's
+//     Set hands them over: the bytes the log reads alias the buffer of the
+//     whole record, and keeping them would keep every record that still has
+//     one live value, so the heap after a reopen would hold the log since
+//     the snapshot, overwritten values included (TestReplayHoldsOnlyLiveValues:
+//     78 MiB instead of 1 for 200 versions of hot keys). The copies cost the
+//     replay about 7% of its time.
 package multitree
