@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
@@ -54,6 +55,7 @@ type WriteOption func(*writeConfig)
 type writeConfig struct {
 	limiter snapshot.Limiter
 	split   bool
+	spawn   func(task func()) // see WithSplitRunner; nil: a goroutine
 	syncs   *snapshot.SyncGroup
 }
 
@@ -68,6 +70,20 @@ type writeConfig struct {
 func WithSplit() WriteOption {
 	return func(c *writeConfig) { c.split = true }
 }
+
+// WithSplitRunner is WithSplit with the right subtree's write handed to
+// run instead of a goroutine of its own: a database that writes several
+// trees on a pool of goroutines gives it to the pool, so that the halves
+// and the other trees share the processors without more goroutines than
+// it runs. run may call the task it gets on any goroutine, at any time, or
+// never: the write runs the task itself when its left half is done and
+// the task has not started, and a task called after that does nothing.
+func WithSplitRunner(run func(task func())) WriteOption {
+	return func(c *writeConfig) { c.split, c.spawn = true, run }
+}
+
+// errSplitPanic is the right half's result when its write panicked.
+var errSplitPanic = errors.New("memiavl: the split write's right half panicked")
 
 // SplitMinLeaves is the size from which WithSplit splits a tree's write.
 const SplitMinLeaves = 1 << 16
@@ -118,7 +134,7 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts [
 	checked := t.checkSnapshot(ctx)
 	defer checked(false) // the check reads the snapshot: it ends before the write returns
 	if !t.saved.isNil() {
-		sw := snapshotWriter{t: t, w: w, ctx: ctx, m: m, split: cfg.split}
+		sw := snapshotWriter{t: t, w: w, ctx: ctx, m: m, split: cfg.split, spawn: cfg.spawn}
 		sw.bulk = bulkCopy && t.pers.s != nil && t.pers.s.FormatVersion() == snapshot.FormatVersion
 		if err := sw.run(t.saved); err != nil {
 			return err
@@ -170,6 +186,7 @@ type snapshotWriter struct {
 	inRun bool     // writing a subtree of t's snapshot that m maps as a run
 	bulk  bool     // subtrees of t's snapshot are copied with AddSubtree
 	split bool     // see WithSplit
+	spawn func(task func())
 	sink  uint64   // see touchBelow
 }
 
@@ -232,9 +249,11 @@ func (sw *snapshotWriter) run(root ref) (err error) {
 	return sw.write(root)
 }
 
-// writeSplit writes the in-memory branch n, its right subtree on a
-// goroutine of its own through a forked writer (see WithSplit). It waits
-// for that goroutine however it returns, a panic included.
+// writeSplit writes the in-memory branch n, its right subtree through a
+// forked writer on a goroutine of its own or the one WithSplitRunner's
+// runner calls the task on, or on this one if the task has not started
+// when the left subtree is written. It waits for the right half however
+// it returns, a panic included.
 func (sw *snapshotWriter) writeSplit(n *node) error {
 	t := sw.t
 	leftLeaves := uint64(t.sizeOf(n.left))
@@ -249,18 +268,34 @@ func (sw *snapshotWriter) writeSplit(n *node) error {
 		right.m = &NodeMap{version: sw.m.version, from: sw.m.from}
 	}
 	done := make(chan error, 1)
-	go func() { done <- right.run(n.right) }()
+	var claimed atomic.Bool // the right half's task has started
+	task := func() {
+		if !claimed.CompareAndSwap(false, true) {
+			return
+		}
+		err := errSplitPanic // sent as the panic goes on
+		defer func() { done <- err }()
+		err = right.run(n.right)
+	}
+	if sw.spawn != nil {
+		sw.spawn(task)
+	} else {
+		go task()
+	}
 	received := false // the forked half's result
 	defer func() {
 		if !received { // the left half failed or panicked
 			cancel()
-			<-done
+			if !claimed.CompareAndSwap(false, true) {
+				<-done // started: wait for it to stop
+			}
 			_ = p.Abort()
 		}
 	}()
 	if err := sw.write(n.left); err != nil {
 		return err
 	}
+	task() // the right half here, unless it has started elsewhere
 	received = true
 	if err := <-done; err != nil {
 		_ = p.Abort()

@@ -291,9 +291,11 @@ func TestSnapshotFormatV1(t *testing.T) {
 
 // TestSnapshotBulkCopy writes trees whose nodes are partly in memory and
 // partly in their snapshot with unchanged subtrees copied in bulk and node
-// by node, each also split over two goroutines (WithSplit): the files must
-// be the same bytes and verify, and the maps of the written nodes must be
-// the same.
+// by node, each also split over two goroutines (WithSplit), and split with
+// a runner (WithSplitRunner) that drops the right half's task (the write
+// runs it itself) or runs it twice on another goroutine: the files must be
+// the same bytes and verify, and the maps of the written nodes must be the
+// same.
 func TestSnapshotBulkCopy(t *testing.T) {
 	r := testutil.Rand(t)
 	dir := t.TempDir()
@@ -325,18 +327,29 @@ func TestSnapshotBulkCopy(t *testing.T) {
 		if _, _, err := tr.SaveVersion(); err != nil {
 			t.Fatal(err)
 		}
-		var files [7]map[string][]byte
-		var maps [7]string
-		for i, mode := range []struct {
-			bulk  bool
-			max   uint64
-			split int64 // 0: no split
-		}{{false, 0, 0}, {true, 1 << 16, 0}, {true, 1 + uint64(r.Intn(200)), 0},
-			{false, 0, 2}, {true, 1 << 16, 2}, {true, 1 << 16, 3001}, {true, 1 + uint64(r.Intn(200)), 2}} {
+		modes := []struct {
+			bulk   bool
+			max    uint64
+			split  int64 // 0: no split
+			runner int   // 0: WithSplit, 1: a runner that drops the task, 2: one that runs it twice
+		}{{false, 0, 0, 0}, {true, 1 << 16, 0, 0}, {true, 1 + uint64(r.Intn(200)), 0, 0},
+			{false, 0, 2, 0}, {true, 1 << 16, 2, 0}, {true, 1 << 16, 3001, 0}, {true, 1 + uint64(r.Intn(200)), 2, 0},
+			{true, 1 << 16, 2, 1}, {false, 0, 2, 2}, {true, 1 + uint64(r.Intn(200)), 2, 2}}
+		files := make([]map[string][]byte, len(modes))
+		maps := make([]string, len(modes))
+		for i, mode := range modes {
 			restore := memiavl.SetBulkCopy(mode.bulk, mode.max)
 			out := filepath.Join(dir, fmt.Sprintf("r%d-%d", round, i))
 			var opts []memiavl.WriteOption
-			if mode.split > 0 {
+			switch {
+			case mode.split == 0:
+			case mode.runner == 1:
+				opts = append(opts, memiavl.WithSplitRunner(func(func()) {}))
+			case mode.runner == 2:
+				opts = append(opts, memiavl.WithSplitRunner(func(task func()) {
+					go func() { task(); task() }()
+				}))
+			default:
 				opts = append(opts, memiavl.WithSplit())
 			}
 			restoreSplit := memiavl.SetSplitMin(max(mode.split, 1))
@@ -455,59 +468,75 @@ func TestWriteSnapshotChecksSource(t *testing.T) {
 	sameContents(t, tr, reopen(t, tr, dst))
 }
 
-// TestSplitWriteFailures: a split write (WithSplit) that is cancelled, or
-// that meets damage in the part of the old snapshot its forked half copies,
-// fails like an unsplit one and leaves nothing behind.
+// TestSplitWriteFailures: a split write that is cancelled, or that meets
+// damage in the part of the old snapshot its forked half copies, fails like
+// an unsplit one and leaves nothing behind: split on a goroutine of its own
+// (WithSplit), with a runner that never runs the right half's task, and
+// with one that runs it only after the write has returned (a no-op then).
 func TestSplitWriteFailures(t *testing.T) {
 	defer memiavl.SetSplitMin(2)()
 	src := filepath.Join(t.TempDir(), "src")
 	tr := changedSnapshotTree(t, src, 3000, 97)
-	parent := t.TempDir()
-	noneLeft := func(what string) {
-		t.Helper()
-		entries, err := os.ReadDir(parent)
-		if err != nil {
-			t.Fatal(err)
+	var late []func() // the tasks of the late runner
+	defer func() {
+		for _, task := range late {
+			task() // after every write: does nothing
 		}
-		if len(entries) != 0 {
-			t.Fatalf("%s: left %d entries, the first %s", what, len(entries), entries[0].Name())
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := tr.Copy().WriteSnapshot(ctx, filepath.Join(parent, "cancelled"), memiavl.WithSplit()); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled split write: %v", err)
-	}
-	noneLeft("cancelled split write")
+	}()
+	for name, split := range map[string]memiavl.WriteOption{
+		"goroutine": memiavl.WithSplit(),
+		"dropped":   memiavl.WithSplitRunner(func(func()) {}),
+		"late":      memiavl.WithSplitRunner(func(task func()) { late = append(late, task) }),
+	} {
+		t.Run(name, func(t *testing.T) {
+			parent := t.TempDir()
+			noneLeft := func(what string) {
+				t.Helper()
+				entries, err := os.ReadDir(parent)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(entries) != 0 {
+					t.Fatalf("%s: left %d entries, the first %s", what, len(entries), entries[0].Name())
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := tr.Copy().WriteSnapshot(ctx, filepath.Join(parent, "cancelled"), split); !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled split write: %v", err)
+			}
+			noneLeft("cancelled split write")
 
-	// the last leaf record: in the right half, which the forked writer
-	// copies
-	leaves := filepath.Join(src, snapshot.FileLeaves)
-	fi, err := os.Stat(leaves)
-	if err != nil {
-		t.Fatal(err)
-	}
-	restore := testutil.DamageByte(t, leaves, fi.Size()-snapshot.RecordSize+40)
-	err = tr.Copy().WriteSnapshot(context.Background(), filepath.Join(parent, "damaged"), memiavl.WithSplit())
-	if !errors.Is(err, memiavl.ErrCorrupt) {
-		t.Fatalf("split write from a damaged snapshot: %v", err)
-	}
-	noneLeft("split write from a damaged snapshot")
-	restore()
+			// the last leaf record: in the right half, which the forked
+			// writer copies
+			leaves := filepath.Join(src, snapshot.FileLeaves)
+			fi, err := os.Stat(leaves)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restore := testutil.DamageByte(t, leaves, fi.Size()-snapshot.RecordSize+40)
+			err = tr.Copy().WriteSnapshot(context.Background(), filepath.Join(parent, "damaged"), split)
+			if !errors.Is(err, memiavl.ErrCorrupt) {
+				t.Fatalf("split write from a damaged snapshot: %v", err)
+			}
+			noneLeft("split write from a damaged snapshot")
+			restore()
 
-	dst := filepath.Join(parent, "ok")
-	if err := tr.Copy().WriteSnapshot(context.Background(), dst, memiavl.WithSplit()); err != nil {
-		t.Fatal(err)
-	}
-	s, err := snapshot.Open(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Verify(); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(s.RootHash(), tr.RootHash()) {
-		t.Fatal("split write's root hash differs")
+			dst := filepath.Join(parent, "ok")
+			if err := tr.Copy().WriteSnapshot(context.Background(), dst, split); err != nil {
+				t.Fatal(err)
+			}
+			s, err := snapshot.Open(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Verify(); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(s.RootHash(), tr.RootHash()) {
+				t.Fatal("split write's root hash differs")
+			}
+		})
 	}
 }

@@ -74,9 +74,10 @@ type Options struct {
 	// TargetVersion opens.
 	SnapshotKeepRecent int
 	// RewriteConcurrency is how many trees a rewrite writes in parallel. 0
-	// means GOMAXPROCS. Above 1, a tree that holds at least three quarters
-	// of all leaves (and memiavl.SplitMinLeaves) is written by two
-	// goroutines, its halves in parallel (memiavl.WithSplit).
+	// means GOMAXPROCS. Above 1, the largest tree, when it holds more than
+	// a worker's share of all leaves (and memiavl.SplitMinLeaves), is
+	// written in two halves, the right one a task of the same workers
+	// (memiavl.WithSplitRunner).
 	RewriteConcurrency int
 	// RewriteRateLimit bounds how fast a background rewrite writes the new
 	// snapshot's files, in bytes per second, so that the rewrite leaves

@@ -56,13 +56,88 @@ func parallel(n, workers int, f func(i int)) {
 	wg.Wait()
 }
 
-// splitStore returns the store whose snapshot write two goroutines share
-// (memiavl.WithSplit), "" for none. names must be in largestFirst order.
-// With more than one worker, it is the largest tree when that holds at
-// least three quarters of all leaves: the other workers would otherwise
-// idle for most of its write. With less of the state, the smaller trees
-// keep the other workers busy, and splitting measured no faster (the
-// right half is copied once more at the join).
+// parallelTasks is parallel for calls that hand tasks of their own to the
+// workers through spawn (memiavl.WithSplitRunner): a worker takes a handed
+// task before the next call, and the workers wait for tasks until every
+// call has returned, so the tasks of the last calls still find a worker.
+// The calls must run the tasks they handed over and nobody started (the
+// split write does), and spawn may be called from any goroutine. With one
+// worker, the calls run on the calling goroutine and spawn drops the
+// tasks.
+func parallelTasks(n, workers int, f func(i int, spawn func(task func()))) {
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			f(i, func(func()) {})
+		}
+		return
+	}
+	if n == 0 {
+		return
+	}
+	var (
+		mu      sync.Mutex
+		queue   []func()
+		wake    = make(chan struct{}, workers)
+		next    atomic.Int64
+		pending atomic.Int64
+		allDone = make(chan struct{})
+		wg      sync.WaitGroup
+	)
+	pending.Store(int64(n))
+	spawn := func(task func()) {
+		mu.Lock()
+		queue = append(queue, task)
+		mu.Unlock()
+		select {
+		case wake <- struct{}{}:
+		default: // wake-ups are pending already
+		}
+	}
+	take := func() func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(queue) == 0 {
+			return nil
+		}
+		t := queue[0]
+		queue = queue[1:]
+		return t
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if t := take(); t != nil {
+					t()
+					continue
+				}
+				if i := int(next.Add(1)) - 1; i < n {
+					f(i, spawn)
+					if pending.Add(-1) == 0 {
+						close(allDone)
+					}
+					continue
+				}
+				select {
+				case <-wake:
+				case <-allDone:
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// splitStore returns the store whose snapshot write two workers share
+// (memiavl.WithSplitRunner), "" for none. names must be in largestFirst
+// order.
+//
+// With more than one worker, it is the largest tree, of SplitMinLeaves
+// leaves or more, when it holds more than a worker's share of all leaves:
+// its write would otherwise outlast the others', the other workers idling
+// at the end. Its right half goes to the pool with the other trees.
 func splitStore(names []string, trees map[string]*memiavl.Tree, workers int) string {
 	if workers < 2 || len(names) == 0 {
 		return ""
@@ -71,7 +146,7 @@ func splitStore(names []string, trees map[string]*memiavl.Tree, workers int) str
 	for _, n := range names {
 		total += trees[n].Size()
 	}
-	if largest := trees[names[0]].Size(); largest >= memiavl.SplitMinLeaves && largest >= total-total/4 {
+	if largest := trees[names[0]].Size(); largest >= memiavl.SplitMinLeaves && largest > total/int64(workers) {
 		return names[0]
 	}
 	return ""

@@ -376,11 +376,11 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 	}
 	nodeMaps := make([]*memiavl.NodeMap, len(names))
 	errs := make([]error, len(names))
-	parallel(len(names), concurrency, func(i int) {
+	parallelTasks(len(names), concurrency, func(i int, spawn func(func())) {
 		t, tdir := trees[names[i]], filepath.Join(tmp, treeDirName(names[i]))
 		opts := []memiavl.WriteOption{memiavl.WithLimiter(limiter), memiavl.WithSyncGroup(syncs)}
 		if names[i] == split {
-			opts = append(opts, memiavl.WithSplit())
+			opts = append(opts, memiavl.WithSplitRunner(spawn))
 		}
 		if maps != nil {
 			nodeMaps[i], errs[i] = t.WriteSnapshotMapped(ctx, tdir, opts...)
