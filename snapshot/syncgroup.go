@@ -23,6 +23,7 @@ import (
 type SyncGroup struct {
 	mu    sync.Mutex
 	files []groupFile
+	early []error // of the fsyncs run early to bound the open files
 	done  bool
 }
 
@@ -35,6 +36,11 @@ type groupFile struct {
 // syncGroupParallel bounds the fsyncs Sync runs at once.
 const syncGroupParallel = 16
 
+// syncGroupMaxOpen bounds the files a group holds open (seven per snapshot):
+// adding one more syncs and closes those held first, so that a database of
+// many stores does not run out of descriptors. A variable for tests.
+var syncGroupMaxOpen = 256
+
 // fsyncFile is the fsync of Sync and Finish; tests replace it to fail.
 var fsyncFile = (*os.File).Sync
 
@@ -46,6 +52,14 @@ func (g *SyncGroup) add(f *os.File, name string) error {
 	if g.done {
 		_ = f.Close()
 		return fmt.Errorf("%w: the sync group has synced or closed", ErrClosed)
+	}
+	if len(g.files) >= syncGroupMaxOpen {
+		// synced under the lock: the other writers wait, as they
+		// would for the descriptors
+		if err := syncAll(g.files); err != nil {
+			g.early = append(g.early, err)
+		}
+		g.files = nil
 	}
 	g.files = append(g.files, groupFile{f: f, name: name})
 	return nil
@@ -70,10 +84,15 @@ func (g *SyncGroup) Add(f *os.File) error { return g.add(f, f.Name()) }
 // them and returns the errors, each naming its path. It may be called
 // once; later calls, and Close, do nothing.
 func (g *SyncGroup) Sync() error {
-	files := g.take()
+	files, early := g.take()
 	if files == nil {
 		return nil
 	}
+	return errors.Join(errors.Join(early...), syncAll(files))
+}
+
+// syncAll fsyncs and closes files concurrently and returns the errors.
+func syncAll(files []groupFile) error {
 	errs := make([]error, len(files))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, syncGroupParallel)
@@ -98,7 +117,8 @@ func (g *SyncGroup) Sync() error {
 // that abandons the snapshots. It does nothing after Sync.
 func (g *SyncGroup) Close() error {
 	var errs []error
-	for _, gf := range g.take() {
+	files, _ := g.take()
+	for _, gf := range files {
 		if err := gf.f.Close(); err != nil {
 			errs = append(errs, err)
 		}
@@ -106,12 +126,13 @@ func (g *SyncGroup) Close() error {
 	return errors.Join(errs...)
 }
 
-// take ends the group and returns its files, nil if it had ended.
-func (g *SyncGroup) take() []groupFile {
+// take ends the group and returns its files, nil if it had ended, and the
+// errors of its early fsyncs.
+func (g *SyncGroup) take() ([]groupFile, []error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.done {
-		return nil
+		return nil, nil
 	}
 	g.done = true
 	files := g.files
@@ -119,5 +140,5 @@ func (g *SyncGroup) take() []groupFile {
 	if files == nil {
 		files = []groupFile{}
 	}
-	return files
+	return files, g.early
 }

@@ -249,3 +249,39 @@ func TestDeferSyncMisuse(t *testing.T) {
 		t.Errorf("DeferSync on a forked writer: %v, want ErrTreeShape", err)
 	}
 }
+
+// TestSyncGroupBoundsOpenFiles: a group holds at most syncGroupMaxOpen
+// files, syncing the earlier ones when more come, and Sync still reports
+// the failures of those early fsyncs.
+func TestSyncGroupBoundsOpenFiles(t *testing.T) {
+	defer func(n int) { syncGroupMaxOpen = n }(syncGroupMaxOpen)
+	syncGroupMaxOpen = 3
+	keys, values := sortedKVs(rand.New(rand.NewSource(7)), 300)
+	parent := t.TempDir()
+	fds := openFDs(t)
+	synced := recordSyncs(t, FileLeaves)
+	g := &SyncGroup{}
+	for _, name := range []string{"a", "b", "c"} {
+		if err := finishInto(t, g, filepath.Join(parent, name), keys, values); err != nil {
+			t.Fatal(err)
+		}
+		if n := openFDs(t); n > fds+syncGroupMaxOpen {
+			t.Fatalf("%d descriptors open after finishing %s, at most %d more than the %d before", n, name, syncGroupMaxOpen, fds)
+		}
+	}
+	if n := len(synced()); n < 2*(len(allFiles)+1) {
+		t.Fatalf("%d fsyncs before Sync, want the first two snapshots' at least", n)
+	}
+	err := g.Sync()
+	for _, name := range []string{"a", "b", "c"} {
+		if p := filepath.Join(parent, name, FileLeaves); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("Sync's error does not name %s: %v", p, err)
+		}
+	}
+	if n := len(synced()); n != 3*(len(allFiles)+1) {
+		t.Errorf("%d fsyncs, want every file and directory of the three snapshots", n)
+	}
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d descriptors open after Sync, %d before", n, fds)
+	}
+}
