@@ -64,6 +64,11 @@ type DB struct {
 		// pruneAgain has the running prune go again, for a snapshot
 		// switched to while it ran
 		pruneAgain bool
+		// pruneAt, when set, is the version whose record starts a log
+		// segment after the current snapshot (RollAt) and has not been
+		// written yet; once it is, the segment before it holds only
+		// entries the snapshot has, and a prune can remove it
+		pruneAt int64
 		bgErr      error // failure of a background job, reported by the next Commit or by Close
 		// broken is set when a change failed inside a tree (a corrupt
 		// snapshot), or a commit saved the trees but could not log the
@@ -249,6 +254,13 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 	}
 	db.mu.info = commitInfo(db.mu.trees, db.mu.version)
 	db.mu.touched = map[string]bool{}
+	if !opts.ReadOnly && db.mu.gen.version > 0 && db.log.LastVersion() == db.mu.gen.version {
+		// the snapshot holds every logged entry (say, after an offline
+		// rewrite): the next entry starts a segment, and the prune after
+		// it removes the log before it
+		db.log.RollAt(db.mu.gen.version + 1)
+		db.mu.pruneAt = db.mu.gen.version + 1
+	}
 	db.publishLocked()
 	if len(checks) > 0 {
 		db.checked = make(chan struct{})
@@ -885,6 +897,10 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 	db.switchIfDoneLocked()
 	db.publishLocked()
 	db.maybeStartRewriteLocked()
+	if at := db.mu.pruneAt; at != 0 && db.log.WrittenVersion() >= at {
+		db.mu.pruneAt = 0
+		db.startPruneLocked()
+	}
 
 	info := db.mu.info
 	if err := db.mu.bgErr; err != nil {

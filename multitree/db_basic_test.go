@@ -701,3 +701,82 @@ func TestSplitRewrite(t *testing.T) {
 		t.Fatalf("big holds %d keys, want at least %d", got, n)
 	}
 }
+
+// TestOfflineRewriteDropsLog: after RewriteSnapshot, the log it holds goes
+// with the prune after the next commit, whether that commit comes before a
+// reopen or after it; older snapshots kept keep their log.
+func TestOfflineRewriteDropsLog(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		reopen    bool
+		keep      int
+		wantFirst int64
+	}{{"same process", false, 0, 11}, {"after a reopen", true, 0, 11}, {"keep one", false, 1, 6}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1, SnapshotKeepRecent: c.keep}
+			db, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			commit := func(v int) {
+				t.Helper()
+				if err := db.Set("a", []byte(fmt.Sprintf("k%d", v%4)), []byte(fmt.Sprint(v))); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := db.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for v := 1; v <= 5; v++ {
+				commit(v)
+			}
+			if err := db.RewriteSnapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for v := 6; v <= 10; v++ {
+				commit(v)
+			}
+			if err := db.RewriteSnapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if c.reopen {
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if db, err = Open(dir, opts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			commit(11)
+			h := db.LastCommitInfo().Hash()
+			if err := db.Close(); err != nil { // waits for the prune
+				t.Fatal(err)
+			}
+			l, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, last := l.FirstVersion(), l.LastVersion()
+			l.Close()
+			if first != c.wantFirst || last != 11 {
+				t.Fatalf("log holds %d..%d, want %d..11", first, last, c.wantFirst)
+			}
+			db, err = Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if db.Version() != 11 || !bytes.Equal(db.LastCommitInfo().Hash(), h) {
+				t.Fatalf("reopened at %d with another hash", db.Version())
+			}
+			if c.keep > 0 {
+				v, err := db.ViewAt(7)
+				if err != nil {
+					t.Fatalf("version 7 from the kept snapshot 5 and the log: %v", err)
+				}
+				v.Release()
+			}
+		})
+	}
+}

@@ -474,6 +474,8 @@ func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	old.release()
 	db.publishLocked()
 	db.startPruneLocked()
+	// the log segment holding v goes with the prune after the next commit
+	db.mu.pruneAt = v + 1
 	return nil
 }
 

@@ -320,6 +320,15 @@ func (l *Log) LastVersion() int64 {
 	return l.mu.last
 }
 
+// WrittenVersion returns the version of the last entry written to its
+// segment file (not necessarily fsynced), 0 when none is. In synchronous
+// mode it is LastVersion; in asynchronous mode it may lag behind it.
+func (l *Log) WrittenVersion() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.written
+}
+
 // stickyErr returns the writer error, if any.
 func (l *Log) stickyErr() error {
 	l.mu.Lock()
