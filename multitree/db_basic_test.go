@@ -593,15 +593,7 @@ func TestPruneDropsLogTheSnapshotHolds(t *testing.T) {
 	if err := db.Close(); err != nil { // waits for the prune
 		t.Fatal(err)
 	}
-	l, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, last := l.FirstVersion(), l.LastVersion()
-	l.Close()
-	if first != 21 || last != 25 {
-		t.Fatalf("log holds %d..%d, want 21..25", first, last)
-	}
+	checkLogRange(t, dir, 21, 25)
 	db, err = Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -753,15 +745,7 @@ func TestOfflineRewriteDropsLog(t *testing.T) {
 			if err := db.Close(); err != nil { // waits for the prune
 				t.Fatal(err)
 			}
-			l, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{ReadOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			first, last := l.FirstVersion(), l.LastVersion()
-			l.Close()
-			if first != c.wantFirst || last != 11 {
-				t.Fatalf("log holds %d..%d, want %d..11", first, last, c.wantFirst)
-			}
+			checkLogRange(t, dir, c.wantFirst, 11)
 			db, err = Open(dir, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -778,5 +762,20 @@ func TestOfflineRewriteDropsLog(t *testing.T) {
 				v.Release()
 			}
 		})
+	}
+}
+
+// checkLogRange fails the test unless the closed database in dir logs
+// exactly the versions first..last.
+func checkLogRange(t *testing.T, dir string, first, last int64) {
+	t.Helper()
+	l, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, la := l.FirstVersion(), l.LastVersion()
+	l.Close()
+	if f != first || la != last {
+		t.Fatalf("log holds %d..%d, want %d..%d", f, la, first, last)
 	}
 }
