@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,28 +307,49 @@ func TestRewriteSnapshotPrunes(t *testing.T) {
 	}
 	snapshots(2)
 
-	// a failed prune reported by the next Commit, then one left to Close
+	// a failed prune reported by the next Commit, then one left to Close;
+	// the prune that follows the commit after a rewrite (for the log the
+	// snapshot holds) removes what the failed one left
 	injected := errors.New("injected prune failure")
 	db = open()
-	db.beforePrune = func(int64) error { return injected }
-	rewrite(db)
-	for pruning(db) {
-		time.Sleep(time.Millisecond)
+	var failNext atomic.Bool
+	db.beforePrune = func(int64) error {
+		if failNext.Swap(false) {
+			return injected
+		}
+		return nil
 	}
+	waitPrunes := func() {
+		for pruning(db) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// the snapshot opened holds the whole log: the first commit prunes
+	if err := commit(db); err != nil {
+		t.Fatal(err)
+	}
+	waitPrunes()
+	failNext.Store(true)
+	rewrite(db)
+	waitPrunes()
+	snapshots(2, 4)
 	if err := commit(db); !errors.Is(err, ErrRewrite) || !errors.Is(err, injected) {
 		t.Fatalf("commit after a failed prune: %v", err)
 	}
+	waitPrunes()
+	snapshots(4)
 	if err := commit(db); err != nil {
 		t.Fatalf("the failure reported twice: %v", err)
 	}
+	failNext.Store(true)
 	rewrite(db)
 	if err := db.Close(); !errors.Is(err, ErrRewrite) || !errors.Is(err, injected) {
 		t.Fatalf("close after a failed prune: %v", err)
 	}
-	snapshots(2, 3, 6)
+	snapshots(4, 7)
 	db = open()
 	defer db.Close()
-	if db.Version() != 6 || db.SnapshotVersion() != 6 {
+	if db.Version() != 7 || db.SnapshotVersion() != 7 {
 		t.Fatalf("reopened at version %d, snapshot %d", db.Version(), db.SnapshotVersion())
 	}
 }

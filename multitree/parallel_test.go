@@ -3,6 +3,7 @@ package multitree
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -51,36 +52,54 @@ func TestParallelRunsEveryCallInOrderOfStart(t *testing.T) {
 	}
 }
 
-// TestParallelTasks: every call runs once, and a task a call hands over
-// runs on another worker while the call waits for it, also when it is
-// handed by the only call or the last one; with one worker, the calls run
-// in order on the calling goroutine and the tasks are dropped.
+// TestParallelTasks: every call runs once and every handed task once, the
+// calls running their tasks themselves when no worker has started them, as
+// the split write does; a task handed by the only call runs on the other
+// worker while the call waits for it; with one worker, the calls run in
+// order on the calling goroutine and the tasks are dropped.
 func TestParallelTasks(t *testing.T) {
-	for _, c := range []struct{ n, workers int }{{1, 2}, {3, 2}, {5, 3}, {2, 8}} {
+	for _, c := range []struct{ n, workers int }{{3, 2}, {5, 3}, {2, 8}, {7, 2}} {
 		calls := make([]atomic.Int64, c.n)
-		var tasks atomic.Int64
+		runs := make([]atomic.Int64, c.n)
 		parallelTasks(c.n, c.workers, func(i int, spawn func(func())) {
 			calls[i].Add(1)
-			if i != c.n-1 && i != 0 {
-				return
+			var claimed atomic.Bool
+			done := make(chan struct{})
+			task := func() {
+				if claimed.CompareAndSwap(false, true) {
+					runs[i].Add(1)
+					close(done)
+				}
 			}
-			ran := make(chan struct{})
-			spawn(func() { tasks.Add(1); close(ran) })
-			select {
-			case <-ran: // another worker took it
-			case <-time.After(time.Minute):
-				t.Errorf("n %d, workers %d: call %d's task did not run", c.n, c.workers, i)
+			spawn(task)
+			for range 100 { // the call's own work, giving workers a chance
+				runtime.Gosched()
 			}
+			task() // here, unless a worker has started it
+			<-done
 		})
 		for i := range calls {
-			if got := calls[i].Load(); got != 1 {
-				t.Errorf("n %d, workers %d: call %d ran %d times", c.n, c.workers, i, got)
+			if calls[i].Load() != 1 || runs[i].Load() != 1 {
+				t.Errorf("n %d, workers %d: call %d ran %d times, its task %d", c.n, c.workers, i, calls[i].Load(), runs[i].Load())
 			}
 		}
-		if want := int64(min(c.n, 2)); tasks.Load() != want {
-			t.Errorf("n %d, workers %d: %d tasks ran, want %d", c.n, c.workers, tasks.Load(), want)
-		}
 	}
+
+	// the only call's task finds the other worker
+	ran := false
+	parallelTasks(1, 2, func(i int, spawn func(func())) {
+		done := make(chan struct{})
+		spawn(func() { ran = true; close(done) })
+		select {
+		case <-done:
+		case <-time.After(time.Minute): // a deadlock guard, not a timing
+			t.Error("the only call's task did not run on the other worker")
+		}
+	})
+	if !ran {
+		t.Error("the task did not run")
+	}
+
 	var order []int
 	parallelTasks(3, 1, func(i int, spawn func(func())) {
 		order = append(order, i)
