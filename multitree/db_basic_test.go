@@ -627,13 +627,25 @@ func TestPruneDropsLogTheSnapshotHolds(t *testing.T) {
 }
 
 // TestSplitRewrite: a database whose one store holds most of the state has
-// that store's snapshot written by two goroutines (splitStore), in
-// background rewrites, whose catch-up maps the written nodes, and in
-// RewriteSnapshot; the snapshots verify and the reopened database has the
-// same app hash and data.
+// that store's snapshot written in two halves on the rewrite's workers
+// (splitStore, parallelTasks), with one small store and two workers and
+// with three small stores and three workers, in background rewrites, whose
+// catch-up maps the written nodes, and in RewriteSnapshot; the snapshots
+// verify and the reopened database has the same app hash and data.
 func TestSplitRewrite(t *testing.T) {
+	for _, c := range []struct {
+		small       []string
+		concurrency int
+	}{{[]string{"small"}, 2}, {[]string{"s1", "s2", "s3"}, 3}} {
+		t.Run(fmt.Sprintf("%d-small-%d-workers", len(c.small), c.concurrency), func(t *testing.T) {
+			testSplitRewrite(t, c.small, c.concurrency)
+		})
+	}
+}
+
+func testSplitRewrite(t *testing.T, small []string, concurrency int) {
 	dir := t.TempDir()
-	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"big", "small"}, SnapshotInterval: 2, RewriteConcurrency: 2})
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: append([]string{"big"}, small...), SnapshotInterval: 2, RewriteConcurrency: concurrency})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -655,8 +667,10 @@ func TestSplitRewrite(t *testing.T) {
 			}
 			want[string(key(i))] = val
 		}
-		if err := db.Set("small", []byte{byte(v)}, []byte{1}); err != nil {
-			t.Fatal(err)
+		for k, name := range small {
+			if err := db.Set(name, []byte{byte(v)}, []byte{byte(k)}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if _, err := db.Commit(); err != nil {
 			t.Fatal(err)
@@ -713,6 +727,13 @@ func TestSplitRewrite(t *testing.T) {
 	}
 	if got := view.Tree("big").Size(); got < int64(n) {
 		t.Fatalf("big holds %d keys, want at least %d", got, n)
+	}
+	for k, name := range small {
+		for v := 0; v < 6; v++ {
+			if got, err := view.Get(name, []byte{byte(v)}); err != nil || !bytes.Equal(got, []byte{byte(k)}) {
+				t.Fatalf("Get %s %d = %v, %v", name, v, got, err)
+			}
+		}
 	}
 }
 
