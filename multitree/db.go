@@ -393,10 +393,8 @@ func applyEntry(trees map[string]*memiavl.Tree, e wal.Entry, hash bool) error {
 	if err := applyUpgrades(trees, e.Upgrades, e.Version); err != nil {
 		return fmt.Errorf("replaying version %d: %w", e.Version, err)
 	}
-	for _, cs := range e.ChangeSets {
-		if err := applyChangeSet(trees, cs); err != nil {
-			return fmt.Errorf("replaying version %d: %w", e.Version, err)
-		}
+	if err := applyChangeSets(trees, e.ChangeSets); err != nil {
+		return fmt.Errorf("replaying version %d: %w", e.Version, err)
 	}
 	for name, t := range trees {
 		var v int64
@@ -468,6 +466,60 @@ func applyUpgrades(trees map[string]*memiavl.Tree, u wal.Upgrades, v int64) erro
 	}
 	return nil
 }
+
+// applyChangeSets applies css to trees: each store's change sets in order
+// on a task of its own, the stores' tasks in parallel and largest first,
+// as ApplyChangeSets does for a commit. It returns the error of the first
+// change set, in css's order, that failed; the trees are then left part
+// applied, which a replay abandons.
+func applyChangeSets(trees map[string]*memiavl.Tree, css []wal.ChangeSet) error {
+	type task struct {
+		css   []int // indexes into css, in order
+		pairs int
+		bad   int // index of the change set that failed, -1 if none
+		err   error
+	}
+	byStore := make(map[string]*task, len(css))
+	var tasks []*task
+	for i, cs := range css {
+		tk := byStore[cs.Name]
+		if tk == nil {
+			tk = &task{bad: -1}
+			byStore[cs.Name] = tk
+			tasks = append(tasks, tk)
+		}
+		tk.css = append(tk.css, i)
+		tk.pairs += len(cs.Pairs)
+	}
+	sort.SliceStable(tasks, func(a, b int) bool { return tasks[a].pairs > tasks[b].pairs })
+	workers := runtime.GOMAXPROCS(0)
+	if len(tasks) < 2 || tasks[1].pairs < replayParallelPairs {
+		workers = 1 // the second store's share would not pay for a goroutine
+	}
+	parallel(len(tasks), workers, func(i int) {
+		tk := tasks[i]
+		for _, j := range tk.css {
+			if err := applyChangeSet(trees, css[j]); err != nil {
+				tk.bad, tk.err = j, err
+				return
+			}
+		}
+	})
+	var first *task
+	for _, tk := range tasks {
+		if tk.err != nil && (first == nil || tk.bad < first.bad) {
+			first = tk
+		}
+	}
+	if first != nil {
+		return first.err
+	}
+	return nil
+}
+
+// replayParallelPairs is the fewest pairs the second largest store of a
+// replayed version needs for the stores to be applied in parallel.
+const replayParallelPairs = 64
 
 func applyChangeSet(trees map[string]*memiavl.Tree, cs wal.ChangeSet) error {
 	t, ok := trees[cs.Name]

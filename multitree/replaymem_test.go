@@ -2,9 +2,14 @@ package multitree
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // liveHeap returns the bytes of live heap objects after a collection.
@@ -73,4 +78,80 @@ func TestReplayHoldsOnlyLiveValues(t *testing.T) {
 		t.Errorf("the replayed database holds %d bytes of heap, limit %d; the log holds %d", grown, limit, logged)
 	}
 	t.Logf("heap after replay: %d bytes; live values %d bytes; log %d bytes", grown, hot*size, logged)
+}
+
+// TestReplayStoresInParallel replays versions that change several stores,
+// which the replay applies in parallel, and one logged version whose change
+// sets name two stores the database does not have: the reopened database
+// has the hashes of the one that committed them, and the open that meets
+// the bad version fails naming the first unknown store in the entry's
+// order, whatever store finished first.
+func TestReplayStoresInParallel(t *testing.T) {
+	stores := []string{"a", "b", "c", "d"}
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: stores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= 30; v++ {
+		for s, name := range stores {
+			for i := 0; i < 100*(s+1); i++ {
+				k := []byte(fmt.Sprintf("%s-%d", name, (v*7+i)%500))
+				if (v+i)%5 == 0 {
+					if err := db.Delete(name, k); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := db.Set(name, k, []byte(fmt.Sprint(v, i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := db.LastCommitInfo().Hash()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(db.LastCommitInfo().Hash(), want) {
+		t.Fatal("the replayed database has another app hash")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := func(n int) []wal.KVPair {
+		ps := make([]wal.KVPair, n)
+		for i := range ps {
+			ps[i] = wal.KVPair{Key: []byte(fmt.Sprint("k", i)), Value: []byte{1}}
+		}
+		return ps
+	}
+	// the large valid store first, so that the unknown ones are taken by
+	// the other worker; "y" comes before "x" in the entry, but after it
+	// in the largest-first order the tasks run in
+	err = l.Append(wal.Entry{Version: 31, ChangeSets: []wal.ChangeSet{
+		{Name: "d", Pairs: pairs(2000)}, {Name: "y", Pairs: pairs(100)}, {Name: "a", Pairs: pairs(100)}, {Name: "x", Pairs: pairs(150)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		_, err := Open(dir, Options{})
+		if !errors.Is(err, ErrUnknownStore) || !strings.Contains(err.Error(), `"y"`) || !strings.Contains(err.Error(), "version 31") {
+			t.Fatalf("open with a logged change set of unknown stores y and x: %v", err)
+		}
+	}
 }
