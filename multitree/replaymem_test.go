@@ -51,10 +51,7 @@ func TestReplayHoldsOnlyLiveValues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := db.LastCommitInfo().Hash()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	want := closeWithHash(t, db)
 	logged := uint64(versions * hot * size) // what the log holds, about
 	before := liveHeap()
 	db, err = Open(dir, Options{SnapshotInterval: -1})
@@ -110,10 +107,7 @@ func TestReplayStoresInParallel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := db.LastCommitInfo().Hash()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	want := closeWithHash(t, db)
 	db, err = Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -154,4 +148,14 @@ func TestReplayStoresInParallel(t *testing.T) {
 			t.Fatalf("open with a logged change set of unknown stores y and x: %v", err)
 		}
 	}
+}
+
+// closeWithHash closes db and returns its last committed app hash.
+func closeWithHash(t *testing.T, db *DB) []byte {
+	t.Helper()
+	h := db.LastCommitInfo().Hash()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
