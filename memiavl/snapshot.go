@@ -182,12 +182,12 @@ type snapshotWriter struct {
 	w     *snapshot.Writer
 	ctx   context.Context
 	count int
-	m     *NodeMap // nil unless the write is mapped
-	inRun bool     // writing a subtree of t's snapshot that m maps as a run
-	bulk  bool     // subtrees of t's snapshot are copied with AddSubtree
-	split bool     // see WithSplit
-	spawn func(task func())
-	sink  uint64   // see touchBelow
+	m     *NodeMap          // nil unless the write is mapped
+	inRun bool              // writing a subtree of t's snapshot that m maps as a run
+	bulk  bool              // subtrees of t's snapshot are copied with AddSubtree
+	split bool              // see WithSplit
+	spawn func(task func()) // see WithSplitRunner
+	sink  uint64            // see touchBelow
 }
 
 // bulkCopy enables AddSubtree for unchanged subtrees, and bulkMaxLeaves

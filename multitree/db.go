@@ -69,7 +69,7 @@ type DB struct {
 		// written yet; once it is, the segment before it holds only
 		// entries the snapshot has, and a prune can remove it
 		pruneAt int64
-		bgErr      error // failure of a background job, reported by the next Commit or by Close
+		bgErr   error // failure of a background job, reported by the next Commit or by Close
 		// broken is set when a change failed inside a tree (a corrupt
 		// snapshot), or a commit saved the trees but could not log the
 		// version: the working trees may then hold part of a change, or
@@ -467,24 +467,45 @@ func applyUpgrades(trees map[string]*memiavl.Tree, u wal.Upgrades, v int64) erro
 	return nil
 }
 
-// applyChangeSets applies css to trees: each store's change sets in order
-// on a task of its own, the stores' tasks in parallel and largest first,
-// as ApplyChangeSets does for a commit. It returns the error of the first
-// change set, in css's order, that failed; the trees are then left part
-// applied, which a replay abandons.
+// applyChangeSets applies a replayed version's css to trees (applyByStore)
+// and returns the error of the first change set, in css's order, that
+// failed; the trees are then left part applied, which a replay abandons.
 func applyChangeSets(trees map[string]*memiavl.Tree, css []wal.ChangeSet) error {
-	type task struct {
-		css   []int // indexes into css, in order
-		pairs int
-		bad   int // index of the change set that failed, -1 if none
-		err   error
+	var first *storeTask
+	for _, tk := range applyByStore(trees, css, replayParallelPairs, false) {
+		if tk.err != nil && (first == nil || tk.css[tk.done] < first.css[first.done]) {
+			first = tk
+		}
 	}
-	byStore := make(map[string]*task, len(css))
-	var tasks []*task
+	if first != nil {
+		return first.err
+	}
+	return nil
+}
+
+// storeTask is the change sets of one store in a batch, which one task
+// applies in order.
+type storeTask struct {
+	css   []int // indexes into the batch, in order
+	pairs int
+	done  int   // change sets applied
+	err   error // of change set css[done]
+}
+
+// applyByStore applies css to trees. The stores' trees are independent:
+// each store's change sets are applied in order by a task of its own, and
+// the tasks run in parallel, largest first, unless the second largest has
+// fewer than minPairs pairs (its share would not pay for a goroutine).
+// With hash set, a task then hashes its tree if it applied at least
+// hashAfterApplyPairs pairs; a corrupt snapshot is left for the caller's
+// SaveVersion to report. It returns the tasks, largest first.
+func applyByStore(trees map[string]*memiavl.Tree, css []wal.ChangeSet, minPairs int, hash bool) []*storeTask {
+	byStore := make(map[string]*storeTask, len(css))
+	var tasks []*storeTask
 	for i, cs := range css {
 		tk := byStore[cs.Name]
 		if tk == nil {
-			tk = &task{bad: -1}
+			tk = &storeTask{}
 			byStore[cs.Name] = tk
 			tasks = append(tasks, tk)
 		}
@@ -493,28 +514,22 @@ func applyChangeSets(trees map[string]*memiavl.Tree, css []wal.ChangeSet) error 
 	}
 	sort.SliceStable(tasks, func(a, b int) bool { return tasks[a].pairs > tasks[b].pairs })
 	workers := runtime.GOMAXPROCS(0)
-	if len(tasks) < 2 || tasks[1].pairs < replayParallelPairs {
-		workers = 1 // the second store's share would not pay for a goroutine
+	if len(tasks) < 2 || tasks[1].pairs < minPairs {
+		workers = 1
 	}
 	parallel(len(tasks), workers, func(i int) {
 		tk := tasks[i]
 		for _, j := range tk.css {
-			if err := applyChangeSet(trees, css[j]); err != nil {
-				tk.bad, tk.err = j, err
+			if tk.err = applyChangeSet(trees, css[j]); tk.err != nil {
 				return
 			}
+			tk.done++
+		}
+		if hash && tk.pairs >= hashAfterApplyPairs {
+			_ = trees[css[tk.css[0]].Name].ComputeHashes()
 		}
 	})
-	var first *task
-	for _, tk := range tasks {
-		if tk.err != nil && (first == nil || tk.bad < first.bad) {
-			first = tk
-		}
-	}
-	if first != nil {
-		return first.err
-	}
-	return nil
+	return tasks
 }
 
 // replayParallelPairs is the fewest pairs the second largest store of a
@@ -718,43 +733,9 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
 			}
 		}
 	}
-	// The stores' trees are independent: each store's change sets are
-	// applied (in order) and its tree hashed by one task, and the tasks
-	// run in parallel, largest first. No task is running when the call
-	// returns, so no other method ever sees one in progress.
-	type task struct {
-		t     *memiavl.Tree
-		css   []int // indexes into css, in order
-		pairs int
-		done  int // change sets applied
-		err   error
-	}
-	var tasks []*task
-	byStore := map[string]*task{}
-	for i, cs := range css {
-		tk := byStore[cs.Name]
-		if tk == nil {
-			tk = &task{t: db.mu.trees[cs.Name]}
-			byStore[cs.Name] = tk
-			tasks = append(tasks, tk)
-		}
-		tk.css = append(tk.css, i)
-		tk.pairs += len(cs.Pairs)
-	}
-	run := func(tk *task) {
-		for _, i := range tk.css {
-			if tk.err = applyChangeSet(db.mu.trees, css[i]); tk.err != nil {
-				return
-			}
-			tk.done++
-		}
-		if tk.pairs >= hashAfterApplyPairs {
-			// a corrupt snapshot is reported by Commit's SaveVersion
-			_ = tk.t.ComputeHashes()
-		}
-	}
-	sort.SliceStable(tasks, func(a, b int) bool { return tasks[a].pairs > tasks[b].pairs })
-	parallel(len(tasks), runtime.GOMAXPROCS(0), func(i int) { run(tasks[i]) })
+	// No task is running when the call returns, so no other method ever
+	// sees one in progress.
+	tasks := applyByStore(db.mu.trees, css, 0, true)
 	// record what was applied, in the given order
 	applied := make(map[int]bool, len(css))
 	var first error
