@@ -44,7 +44,10 @@ import (
 //     rewrite);
 //   - background rewrites completed and their time from the commit that
 //     started them to the commit that switched to them;
-//   - peak RSS (VmHWM of the child; includes the workload generator);
+//   - peak RSS (VmHWM of the child; includes the workload generator), and
+//     the largest anonymous (heap) and file-backed (mapped snapshots, the
+//     binary) resident sets read after any commit: each is its own
+//     maximum, so the two need not add up to the peak;
 //   - disk usage after close;
 //   - open + replay of the closed directory;
 //   - a synchronous rewrite of the reopened database (offline rewrite), its
@@ -72,6 +75,8 @@ type compareResult struct {
 	BlockP99ms     float64   `json:"block_p99_ms"`
 	Rewrites       []float64 `json:"rewrites_seconds"`
 	PeakRSS        int64     `json:"peak_rss_bytes"`
+	PeakAnon       int64     `json:"peak_anon_rss_bytes"`
+	PeakFile       int64     `json:"peak_file_rss_bytes"`
 	DiskBytes      int64     `json:"disk_bytes"`
 	OpenSeconds    float64   `json:"open_replay_seconds"`
 	Replayed       int64     `json:"replayed_versions"`
@@ -168,6 +173,8 @@ var compareMetrics = []struct {
 	{"block latency p50", "ms", func(r compareResult) float64 { return r.BlockP50ms }, true},
 	{"block latency p99", "ms", func(r compareResult) float64 { return r.BlockP99ms }, true},
 	{"peak RSS", "MiB", func(r compareResult) float64 { return float64(r.PeakRSS) / (1 << 20) }, true},
+	{"peak RSS, anonymous part", "MiB", func(r compareResult) float64 { return float64(r.PeakAnon) / (1 << 20) }, true},
+	{"peak RSS, file-backed part", "MiB", func(r compareResult) float64 { return float64(r.PeakFile) / (1 << 20) }, true},
 	{"disk usage", "MiB", func(r compareResult) float64 { return float64(r.DiskBytes) / (1 << 20) }, true},
 	{"open + replay", "s", func(r compareResult) float64 { return r.OpenSeconds }, true},
 	{"offline rewrite", "s", func(r compareResult) float64 { return r.RewriteSeconds }, true},
@@ -350,6 +357,11 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 			return nil, fmt.Errorf("commit %d: %w", v, err)
 		}
 		t2 := time.Now()
+		// sampled after each commit, outside the timed part: the peak's
+		// anonymous memory (the heap) and file-backed memory (mapped
+		// snapshots and the binary), which VmHWM does not tell apart
+		res.PeakAnon = max(res.PeakAnon, sysstat.ProcStatus("RssAnon:"))
+		res.PeakFile = max(res.PeakFile, sysstat.ProcStatus("RssFile:"))
 		if v > 1 {
 			res.Pairs += int64(n)
 			busy += t2.Sub(t0)
