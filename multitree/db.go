@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -116,7 +117,35 @@ type state struct {
 }
 
 // Open opens (or, with CreateIfMissing, creates) the database in dir.
-func Open(dir string, opts Options) (_ *DB, err error) {
+//
+// A read-only open runs beside the writer, which may switch to a new
+// snapshot and prune the old one, and the log before the new one, while
+// the open reads them. When a read-only open fails and the current
+// snapshot has changed meanwhile, or a file it listed is gone (the prune
+// of log segments the snapshot holds), it starts again, up to
+// readOnlyAttempts times in all; the error of the last attempt is returned.
+func Open(dir string, opts Options) (*DB, error) {
+	for attempt := 1; ; attempt++ {
+		before, _ := readCurrent(dir)
+		db, err := open(dir, opts)
+		if err == nil || !opts.ReadOnly || attempt == readOnlyAttempts {
+			return db, err
+		}
+		after, cerr := readCurrent(dir)
+		if cerr != nil || after == before && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+}
+
+// readOnlyAttempts bounds the attempts of a read-only Open (see Open).
+const readOnlyAttempts = 8
+
+// afterReadCurrent, when set, is called by open once it has read the
+// current snapshot's version. Tests use it to move a writer on meanwhile.
+var afterReadCurrent func(dir string, current int64)
+
+func open(dir string, opts Options) (_ *DB, err error) {
 	opts, err = opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -160,6 +189,9 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 	current, err := readCurrent(dir)
 	if err != nil {
 		return nil, err
+	}
+	if h := afterReadCurrent; h != nil {
+		h(dir, current)
 	}
 	if !opts.ReadOnly {
 		if err := removeLeftovers(dir, current); err != nil {
