@@ -3,6 +3,7 @@ package multitree
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -94,6 +95,26 @@ func readCurrent(dir string) (int64, error) {
 		return 0, err
 	}
 	return decodeCurrent(path, b)
+}
+
+// removeSnapshotDir removes the snapshot directory of version v. It first
+// renames it to a temporary name, so that a reader listing the snapshots
+// (a historical view, a read-only open) sees it whole or not at all, never
+// with some of its files gone; an interrupted removal leaves a temporary
+// directory for removeLeftovers.
+func removeSnapshotDir(dir string, v int64) error {
+	path := filepath.Join(dir, snapshotDirName(v))
+	gone := path + prunedSuffix + tmpSuffix
+	if err := os.RemoveAll(gone); err != nil { // an earlier removal's, interrupted
+		return err
+	}
+	if err := os.Rename(path, gone); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return os.RemoveAll(gone)
 }
 
 // removeLeftovers deletes what interrupted writes left behind: temporary

@@ -23,7 +23,9 @@ import (
 //
 // A snapshot directory is written under "<name>.tmp", each file fsynced, then
 // renamed into place and the parent directory fsynced; "current" is replaced
-// the same way. Leftover ".tmp" entries are removed by the next writer Open.
+// the same way. A pruned snapshot directory is first renamed to
+// "<name>.pruned.tmp", then removed, so that readers list it whole or not at
+// all. Leftover ".tmp" entries are removed by the next writer Open.
 //
 // A store's tree directory is "s-" followed by its name when the name consists
 // only of [A-Za-z0-9_.-] (and is at most 100 bytes), else "x-" and the name in
@@ -62,6 +64,7 @@ const (
 	metadataFileName = "metadata"
 	snapshotPrefix   = "snapshot-"
 	tmpSuffix        = ".tmp"
+	prunedSuffix     = ".pruned" // before tmpSuffix: a snapshot directory being removed
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,41 @@ import (
 	"sync/atomic"
 	"testing"
 )
+
+// hashLog records the app hash of each version a writer commits, for
+// readers on other goroutines.
+type hashLog struct {
+	mu sync.Mutex
+	m  map[int64][]byte
+}
+
+// commit commits n versions of crashBlock(1, v) and records their hashes.
+func (h *hashLog) commit(t *testing.T, db *DB, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		v := db.WorkingVersion()
+		if err := db.ApplyChangeSets(crashBlock(1, v)); err != nil {
+			t.Fatal(err)
+		}
+		info, err := db.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.mu.Lock()
+		if h.m == nil {
+			h.m = map[int64][]byte{}
+		}
+		h.m[info.Version] = info.Hash()
+		h.mu.Unlock()
+	}
+}
+
+// get returns the hash of version v, nil if not committed yet.
+func (h *hashLog) get(v int64) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[v]
+}
 
 // openWithSnapshotAt creates a database in dir without background
 // rewrites, commits versions 1..v and writes a snapshot at v.
@@ -138,8 +174,7 @@ func TestReadOnlyOpensBesideBusyWriter(t *testing.T) {
 	}
 	defer db.Close()
 	var (
-		mu     sync.Mutex
-		hashes = map[int64][]byte{}
+		hashes hashLog
 		stop   atomic.Bool
 		opens  atomic.Int64
 		wg     sync.WaitGroup
@@ -156,12 +191,9 @@ func TestReadOnlyOpensBesideBusyWriter(t *testing.T) {
 				}
 				opens.Add(1)
 				v, h := ro.Version(), ro.LastCommitInfo().Hash()
-				mu.Lock()
-				want, ok := hashes[v]
-				mu.Unlock()
 				// a version the writer has logged but not yet returned
 				// from Commit is not in hashes yet
-				if ok && !bytes.Equal(h, want) {
+				if want := hashes.get(v); want != nil && !bytes.Equal(h, want) {
 					t.Errorf("read-only open at %d: hash differs", v)
 				}
 				if err := ro.Close(); err != nil {
@@ -170,20 +202,109 @@ func TestReadOnlyOpensBesideBusyWriter(t *testing.T) {
 			}
 		}()
 	}
-	for i := 0; i < versions; i++ {
-		v := db.WorkingVersion()
-		if err := db.ApplyChangeSets(crashBlock(1, v)); err != nil {
-			t.Fatal(err)
-		}
-		info, err := db.Commit()
-		if err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		hashes[info.Version] = info.Hash()
-		mu.Unlock()
-	}
+	hashes.commit(t, db, versions)
 	stop.Store(true)
 	wg.Wait()
 	t.Logf("%d read-only opens", opens.Load())
+}
+
+// TestViewAtBesidePrune reads older versions with ViewAt from two
+// goroutines while the writer commits, rewrites a snapshot every 5
+// versions and prunes all but one older snapshot: each ViewAt returns its
+// version with its hash, or ErrVersion once the version is no longer kept,
+// never the error of a snapshot or log segment removed under it.
+func TestViewAtBesidePrune(t *testing.T) {
+	versions := 400
+	if testing.Short() {
+		versions = 250
+	}
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 5, SnapshotKeepRecent: 1, ViewCacheSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var (
+		hashes     hashLog
+		stop       atomic.Bool
+		wg         sync.WaitGroup
+		read, gone atomic.Int64
+	)
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func(seed int64) {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(seed))
+			for !stop.Load() {
+				latest := db.Version()
+				v := latest - int64(r.Intn(14))
+				if v < 1 {
+					continue
+				}
+				view, err := db.ViewAt(v)
+				if errors.Is(err, ErrVersion) {
+					gone.Add(1)
+					continue
+				}
+				if err != nil {
+					t.Errorf("ViewAt(%d) at latest %d: %v", v, latest, err)
+					return
+				}
+				read.Add(1)
+				want := hashes.get(v)
+				// the latest version's Commit may not have returned to
+				// hashes.commit yet
+				if view.Version() != v || want != nil && !bytes.Equal(view.CommitInfo().Hash(), want) {
+					t.Errorf("ViewAt(%d): version %d, or its hash differs", v, view.Version())
+				}
+				view.Release()
+			}
+		}(int64(g))
+	}
+	hashes.commit(t, db, versions)
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d views read, %d versions no longer kept", read.Load(), gone.Load())
+	if read.Load() == 0 {
+		t.Error("no view was read")
+	}
+}
+
+// TestInterruptedPrune: a snapshot directory whose removal was interrupted
+// after its rename is not listed, and the next writable open removes it.
+func TestInterruptedPrune(t *testing.T) {
+	dir := t.TempDir()
+	db := openWithSnapshotAt(t, dir, 5)
+	commitN(t, db, 1, 3)
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// what a crash between removeSnapshotDir's rename and removal leaves
+	// (the prune after the rewrite removed the snapshot at 5; put one back)
+	gone := filepath.Join(dir, snapshotDirName(5)+prunedSuffix+tmpSuffix)
+	if err := os.CopyFS(gone, os.DirFS(filepath.Join(dir, snapshotDirName(8)))); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := listSnapshots(dir); err != nil || len(got) != 1 || got[0] != 8 {
+		t.Fatalf("snapshots %v (%v), want [8]", got, err)
+	}
+	ro, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.Close()
+	if _, err := os.Stat(gone); err != nil {
+		t.Fatalf("a read-only open changed the directory: %v", err)
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Fatalf("the interrupted removal's directory is still there: %v", err)
+	}
 }

@@ -321,7 +321,7 @@ func (db *DB) prune(cur int64) error {
 		keep = 0
 	}
 	for _, v := range older[:keep] {
-		if err := os.RemoveAll(filepath.Join(db.dir, snapshotDirName(v))); err != nil {
+		if err := removeSnapshotDir(db.dir, v); err != nil {
 			return err
 		}
 	}

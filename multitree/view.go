@@ -2,6 +2,7 @@ package multitree
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync/atomic"
 
@@ -103,10 +104,40 @@ func (db *DB) touchViewLocked(version int64) {
 
 // loadVersion rebuilds version from the newest kept snapshot at or below it.
 // The returned state holds one reference on its generation.
+//
+// The background prune may remove that snapshot, and the log after it up
+// to a newer kept one, while the rebuild reads them. It renames a snapshot
+// directory away before removing its files (removeSnapshotDir) and
+// truncates the log after that, so a rebuild that fails while its
+// snapshot is still listed has met damage, not the prune. One that fails
+// with its snapshot gone starts again from the newest kept snapshot at or
+// below version, if there is one (else the version is no longer kept:
+// ErrVersion), up to loadAttempts times in all.
 func (db *DB) loadVersion(version int64) (*state, error) {
+	for attempt := 1; ; attempt++ {
+		base, err := db.snapshotAtOrBelow(version)
+		if err != nil {
+			return nil, err
+		}
+		st, err := db.loadFrom(base, version)
+		if err == nil || attempt == loadAttempts {
+			return st, err
+		}
+		versions, lerr := listSnapshots(db.dir)
+		if lerr != nil || slices.Contains(versions, base) {
+			return nil, err
+		}
+	}
+}
+
+// loadAttempts bounds the attempts of loadVersion.
+const loadAttempts = 8
+
+// snapshotAtOrBelow returns the newest kept snapshot at or below version.
+func (db *DB) snapshotAtOrBelow(version int64) (int64, error) {
 	versions, err := listSnapshots(db.dir)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	base := int64(-1)
 	for _, v := range versions {
@@ -115,8 +146,13 @@ func (db *DB) loadVersion(version int64) (*state, error) {
 		}
 	}
 	if base < 0 {
-		return nil, fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, version)
+		return 0, fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, version)
 	}
+	return base, nil
+}
+
+// loadFrom rebuilds version from the snapshot at base and the log.
+func (db *DB) loadFrom(base, version int64) (*state, error) {
 	gen, trees, err := openGeneration(db.dir, base)
 	if err != nil {
 		return nil, err
