@@ -308,3 +308,44 @@ func TestInterruptedPrune(t *testing.T) {
 		t.Fatalf("the interrupted removal's directory is still there: %v", err)
 	}
 }
+
+// TestVerifyBesideWriter runs Verify over and over beside a writer that
+// rewrites a snapshot every 5 versions and prunes the older ones and the
+// log before them: the changing directory is never reported as damaged.
+func TestVerifyBesideWriter(t *testing.T) {
+	versions := 300
+	if testing.Short() {
+		versions = 150
+	}
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 5, SnapshotKeepRecent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var (
+		hashes   hashLog
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		verified atomic.Int64
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			rep, err := Verify(dir)
+			if err != nil {
+				t.Errorf("verify beside a writer: %v", err)
+				return
+			}
+			if want := hashes.get(rep.Version); want != nil && !bytes.Equal(rep.AppHash, want) {
+				t.Errorf("verify: version %d has another app hash", rep.Version)
+			}
+			verified.Add(1)
+		}
+	}()
+	hashes.commit(t, db, versions)
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d verifications", verified.Load())
+}

@@ -1,7 +1,9 @@
 package multitree
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -30,7 +32,43 @@ type VerifyReport struct {
 // log's checksums and version continuity from the oldest kept snapshot on,
 // and the latest version's trees node by node after replay. The first
 // problem is returned as an error naming the file and offset where known.
+//
+// A writer may run beside it, switching to new snapshots and pruning old
+// ones and the log before them. A check that fails after the current
+// snapshot or the kept ones changed, or on a file that is gone, is run
+// again, up to verifyAttempts times in all: a directory that changes under
+// the check is not reported as damaged.
 func Verify(dir string) (*VerifyReport, error) {
+	for attempt := 1; ; attempt++ {
+		before := snapshotState(dir)
+		rep, err := verifyOnce(dir)
+		if err == nil || attempt == verifyAttempts {
+			return rep, err
+		}
+		if after := snapshotState(dir); after == "" || after == before && !errors.Is(err, fs.ErrNotExist) {
+			return rep, err
+		}
+	}
+}
+
+// verifyAttempts bounds the attempts of Verify.
+const verifyAttempts = 8
+
+// snapshotState returns the current snapshot's version and the kept ones
+// as a string, "" if they cannot be read.
+func snapshotState(dir string) string {
+	cur, err := readCurrent(dir)
+	if err != nil {
+		return ""
+	}
+	versions, err := listSnapshots(dir)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprint(cur, versions)
+}
+
+func verifyOnce(dir string) (*VerifyReport, error) {
 	if _, err := os.Stat(filepath.Join(dir, currentFileName)); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrNotFound, dir, err)
 	}
