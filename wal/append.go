@@ -90,11 +90,18 @@ func (l *Log) appendSync(e *Entry) error {
 		l.fail(err)
 	}
 	unsynced := l.w.unsynced > 0
+	// a record as large as this one would not fit: the next segment is
+	// started now rather than by the next Append
+	last := int64(len(rec))
+	full := err == nil && l.w.size+last > l.opts.SegmentSize
 	l.w.Unlock()
 	if err != nil {
 		return err
 	}
 	l.app.next = e.Version + 1
+	if full {
+		l.startRollAheadLocked(e.Version+1, func() bool { return l.w.size+last > l.opts.SegmentSize })
+	}
 	if unsynced && l.opts.Sync == SyncGrouped {
 		select {
 		case l.kick <- struct{}{}:
@@ -406,8 +413,69 @@ func (l *Log) rollsAt(version int64) bool {
 // can later remove every entry the snapshot holds, not only the segments
 // that end before the segment holding it. A later call replaces the
 // request; a version at or below the active segment's base does nothing.
+//
+// When the record of version-1 is already written, the roll starts at once
+// (see startRollAheadLocked).
 func (l *Log) RollAt(version int64) {
 	l.rollAt.Store(version)
+	l.app.Lock()
+	defer l.app.Unlock()
+	if l.WrittenVersion() == version-1 {
+		l.startRollAheadLocked(version, func() bool { return l.rollsAt(version) })
+	}
+}
+
+// startRollAheadLocked starts on a goroutine of the log the roll that the
+// record of version, the one after the last written, is due to start (an
+// fsync of the active segment, the new segment's header and the
+// directory), so that its Append does not wait for it unless it comes
+// first. due, called with w held, reports whether the roll is still due. A
+// failed roll fails the log, as it would have failed that Append. app must
+// be held.
+func (l *Log) startRollAheadLocked(version int64, due func() bool) {
+	if l.app.closed || l.opts.ReadOnly {
+		return
+	}
+	l.rollAhead.Add(1)
+	go func() {
+		defer l.rollAhead.Done()
+		l.w.Lock()
+		defer l.w.Unlock()
+		if l.w.f == nil || l.w.size <= segmentHeaderSize || l.w.base >= version || l.stickyErr() != nil {
+			return
+		}
+		if l.WrittenVersion() != version-1 || !due() { // an Append came first
+			return
+		}
+		if err := l.rollLocked(version); err != nil {
+			l.fail(err)
+			return
+		}
+		l.w.ahead = true
+	}()
+}
+
+// dropAheadLocked removes the active segment, started ahead of a record
+// that never came and still empty, and makes the previous segment active
+// again, as its last record left it. w must be held; the log must not be
+// appended to anymore.
+func (l *Log) dropAheadLocked() error {
+	path := l.segmentPath(l.w.base)
+	err := l.w.f.Close()
+	l.w.f = nil
+	if err == nil {
+		err = l.fs.Remove(path)
+	}
+	if err == nil {
+		err = l.fs.SyncDir(l.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("wal: remove unused segment %s: %w", path, err)
+	}
+	l.mu.Lock()
+	l.mu.segments = l.mu.segments[:len(l.mu.segments)-1]
+	l.mu.Unlock()
+	return nil
 }
 
 // writeRunLocked writes consecutive records with one write call and makes
@@ -429,6 +497,7 @@ func (l *Log) writeRunLocked(run []pendingRecord) error {
 		return fmt.Errorf("wal: write %s at offset %d: %w", l.segmentPath(l.w.base), l.w.size, err)
 	}
 	l.w.size += int64(len(data))
+	l.w.ahead = false
 	if l.w.size-l.w.wbFrom >= writebackChunk {
 		// Start writing the segment back without waiting, so that the
 		// fsync that ends it (or an fsync policy's) finds little left to

@@ -92,8 +92,8 @@ func TestSyncNoneKeepsFinishedSegments(t *testing.T) {
 	checkReplay(t, r, entries)
 }
 
-// TestCrashAtEveryOperation runs a workload of appends, rollovers,
-// TruncateFront and TruncateBack, and simulates a machine crash at every
+// TestCrashAtEveryOperation runs a workload of appends, rollovers (one of
+// them ahead of its record, RollAt), TruncateFront and TruncateBack, and simulates a machine crash at every
 // mutating file-system operation in turn (a write at the crash point is
 // torn in half). Each time the log must reopen without error, hold at least
 // every acknowledged entry, and hold only a prefix of one of the two
@@ -131,7 +131,11 @@ func TestCrashAtEveryOperation(t *testing.T) {
 				}
 				return true
 			}
-			if !appendAll(old[:15]) || l.TruncateFront(8) != nil || !appendAll(old[15:25]) {
+			if !appendAll(old[:10]) {
+				return acked, false
+			}
+			l.RollAt(11) // rolls ahead when 10 is written (synchronous appends)
+			if !appendAll(old[10:15]) || l.TruncateFront(8) != nil || !appendAll(old[15:25]) {
 				return acked, false
 			}
 			// A rollback that has not returned may have taken effect.

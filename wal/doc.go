@@ -9,7 +9,14 @@
 // The writer appends to the newest segment and starts a new one when the
 // next record would take it past Options.SegmentSize, or when the record is
 // the one RollAt names (a database starts a segment after each snapshot's
-// version, so that TruncateFront frees everything the snapshot holds). Each
+// version, so that TruncateFront frees everything the snapshot holds).
+// Starting a segment costs fsyncs (the finished segment, the new one's
+// header, the directory), so it is done ahead of the record when it can
+// be, on a goroutine of the log: at RollAt when the record before the
+// named one is written, and with synchronous appends after a record when
+// one as large would not fit (segments then end a little before
+// SegmentSize). Such a segment stays empty until its record comes; Close
+// removes it if none came, and Open drops an empty newest segment. Each
 // segment starts with a header carrying a magic number and the format
 // version. format.go defines the bytes of the header, the record frame and
 // the entry encoding.

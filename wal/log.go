@@ -83,6 +83,7 @@ type Log struct {
 		oldest   time.Time
 		batch    []byte          // coalescing buffer of the background writer
 		pend     []pendingRecord // reused list of records to write
+		ahead    bool            // f was started ahead of its first record (startRollAheadLocked)
 	}
 
 	// mu guards the state readers see. Critical sections are short and do
@@ -103,6 +104,9 @@ type Log struct {
 	// rollAt is the version whose record starts a new segment (RollAt);
 	// 0 for none. Set by any goroutine, read by the writer.
 	rollAt atomic.Int64
+	// rollAhead counts the rolls RollAt started ahead of their record;
+	// added to under app before Close sets closed, waited for by Close.
+	rollAhead sync.WaitGroup
 
 	queue  chan request  // asynchronous mode: encoded records for the writer
 	kick   chan struct{} // tells the goroutine that unsynced data appeared
@@ -369,10 +373,16 @@ func (l *Log) Close() error {
 
 	close(l.stop)
 	l.wg.Wait()
+	l.rollAhead.Wait()
 
 	l.w.Lock()
 	if err == nil {
 		err = l.stickyErr()
+	}
+	if err == nil && l.w.f != nil && l.w.ahead && l.w.size == segmentHeaderSize {
+		// a segment started ahead of a record that never came: removed,
+		// so that a closed log ends with a record as it did before
+		err = l.dropAheadLocked()
 	}
 	if l.w.f != nil {
 		if err == nil && l.w.unsynced > 0 {

@@ -469,3 +469,138 @@ func TestReset(t *testing.T) {
 		t.Fatalf("after reopen: %d..%d", l.FirstVersion(), l.LastVersion())
 	}
 }
+
+// TestRollAhead: RollAt of the version after the last written one starts
+// the new segment before its record comes, and the record goes into it.
+// A segment started ahead and still empty does not count as the newest for
+// TruncateFront, goes with a TruncateBack, and is removed by Close (a crash
+// may leave it: the next writable Open drops it); a roll that fails fails
+// the next Append.
+func TestRollAhead(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 14, smallShape)
+	fs := newMemFS()
+	opts := Options{fs: fs}
+	segs := func(want ...int64) {
+		t.Helper()
+		var names []string
+		for _, b := range want {
+			names = append(names, segmentName(b))
+		}
+		if got := fs.names(memDir); !slices.Equal(got, names) {
+			t.Fatalf("segments %v, want %v", got, names)
+		}
+	}
+	l := mustOpen(t, memDir, opts)
+	mustAppend(t, l, entries[:5]...)
+	l.RollAt(6)
+	l.rollAhead.Wait()
+	segs(1, 6) // before the record of 6
+	if err := l.TruncateFront(6); err != nil {
+		t.Fatal(err)
+	}
+	segs(1, 6) // 5 is in the first one, and the second holds nothing yet
+	if l.FirstVersion() != 1 || l.LastVersion() != 5 {
+		t.Fatalf("after TruncateFront(6): %d..%d, want 1..5", l.FirstVersion(), l.LastVersion())
+	}
+	mustClose(t, l)
+	segs(1) // Close removes the empty segment
+
+	l = mustOpen(t, memDir, opts)
+	l.RollAt(6)
+	l.rollAhead.Wait()
+	segs(1, 6)
+	mustAppend(t, l, entries[5:8]...)
+	segs(1, 6)
+	checkReplay(t, l, entries[:8])
+	l.RollAt(9)
+	l.rollAhead.Wait()
+	segs(1, 6, 9)
+	if err := l.TruncateBack(7); err != nil {
+		t.Fatal(err)
+	}
+	segs(1, 6)
+	mustAppend(t, l, entries[7:10]...) // the request for 9 stands
+	segs(1, 6, 9)
+	checkReplay(t, l, entries[:10])
+	l.RollAt(11)
+	l.rollAhead.Wait()
+	segs(1, 6, 9, 11)
+	crashed := fs.clone() // a process crash with the empty segment in place
+	mustClose(t, l)
+	l = mustOpen(t, memDir, Options{fs: crashed})
+	if got := crashed.names(memDir); !slices.Equal(got, []string{segmentName(1), segmentName(6), segmentName(9)}) {
+		t.Fatalf("segments after a reopen: %v, want the empty one dropped", got)
+	}
+	checkReplay(t, l, entries[:10])
+	mustClose(t, l)
+
+	l = mustOpen(t, memDir, opts)
+	boom := errors.New("create failed")
+	fs.setHook(func(op, path string) error {
+		if op == "create" {
+			return boom
+		}
+		return nil
+	})
+	l.RollAt(11)
+	l.rollAhead.Wait()
+	if err := l.Append(entries[10]); !errors.Is(err, boom) {
+		t.Fatalf("Append after a failed roll: %v", err)
+	}
+	fs.setHook(nil)
+	if err := l.Close(); !errors.Is(err, boom) {
+		t.Fatalf("Close after a failed roll: %v", err)
+	}
+	l = mustOpen(t, memDir, opts)
+	defer l.Close()
+	mustAppend(t, l, entries[10:]...)
+	checkReplay(t, l, entries)
+}
+
+// TestRollAheadFullSegment: with synchronous appends, a record after which
+// one as large would not fit starts the next segment at once. Segments
+// stay within SegmentSize (or hold one record), a closed log ends with a
+// record, and the log replays whole before and after a reopen.
+func TestRollAheadFullSegment(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 80, smallShape)
+	fs := newMemFS()
+	opts := Options{fs: fs, SegmentSize: 600}
+	l := mustOpen(t, memDir, opts)
+	ahead := 0 // segments seen started before their first record
+	for _, e := range entries {
+		mustAppend(t, l, e)
+		if rng.IntN(2) == 0 {
+			l.rollAhead.Wait() // else the next Append may come first
+			l.w.Lock()
+			if l.w.ahead {
+				ahead++
+			}
+			l.w.Unlock()
+		}
+	}
+	if ahead == 0 {
+		t.Fatal("no segment was started ahead of its record")
+	}
+	checkReplay(t, l, entries)
+	l.mu.Lock()
+	segments := slices.Clone(l.mu.segments)
+	l.mu.Unlock()
+	if len(segments) < 5 {
+		t.Fatalf("only %d segments", len(segments))
+	}
+	for _, s := range segments {
+		if n := len(recordOffsets(t, fs.get(s.path))) - 1; s.size > opts.SegmentSize && n > 1 {
+			t.Fatalf("segment %s: %d bytes with %d records", s.path, s.size, n)
+		}
+	}
+	mustClose(t, l)
+	names := fs.names(memDir)
+	if last := fs.get(filepath.Join(memDir, names[len(names)-1])); int64(len(last)) <= segmentHeaderSize {
+		t.Fatalf("the closed log ends with an empty segment %s", names[len(names)-1])
+	}
+	l = mustOpen(t, memDir, opts)
+	defer l.Close()
+	checkReplay(t, l, entries)
+}

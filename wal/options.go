@@ -48,7 +48,9 @@ const (
 type Options struct {
 	// SegmentSize is the size at which the writer starts a new segment
 	// file. A segment holds at least one record, so an entry larger than
-	// SegmentSize gets a segment of its own. 0 means DefaultSegmentSize.
+	// SegmentSize gets a segment of its own. With synchronous appends the
+	// next segment is started once a record as large as the last would not
+	// fit (see the package documentation). 0 means DefaultSegmentSize.
 	SegmentSize int64
 
 	// Sync is the fsync policy.

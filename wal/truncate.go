@@ -8,8 +8,8 @@ import (
 
 // TruncateFront drops entries older than version, a whole segment at a
 // time: it removes every segment all of whose entries are older than
-// version, oldest first. The newest segment is never removed, so the last
-// entry (and with it LastVersion) survives a reopen. Entries older than
+// version, oldest first. The segment holding the last written entry is
+// never removed, so that entry (and with it LastVersion) survives a reopen. Entries older than
 // version may remain readable in the oldest kept segment; FirstVersion
 // reports what remains.
 //
@@ -27,7 +27,10 @@ func (l *Log) TruncateFront(version int64) error {
 	}
 	var drop []segment
 	segs := l.mu.segments
-	for n := 0; n+1 < len(segs) && segs[n+1].base <= version; n++ {
+	// a segment goes when the next one starts at or before version and
+	// holds a written record: a segment started ahead of its first record
+	// (RollAt) does not count as the newest one
+	for n := 0; n+1 < len(segs) && segs[n+1].base <= min(version, l.mu.written); n++ {
 		drop = append(drop, segs[n])
 	}
 	l.mu.Unlock()
@@ -144,6 +147,7 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 		}
 	}
 	l.w.unsynced = 0
+	l.w.ahead = false
 	if keep < 0 {
 		l.mu.Lock()
 		l.mu.segments = nil
@@ -177,6 +181,7 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 		return err
 	}
 	l.w.f, l.w.base, l.w.size, l.w.wbFrom = f, s.base, end, end
+	l.w.ahead = false
 	l.mu.Lock()
 	l.mu.segments[keep].size = end
 	l.mu.last, l.mu.written = version, version
