@@ -456,9 +456,9 @@ func (l *Log) startRollAheadLocked(version int64, due func() bool) {
 }
 
 // dropAheadLocked removes the active segment, started ahead of a record
-// that never came and still empty, and makes the previous segment active
-// again, as its last record left it. w must be held; the log must not be
-// appended to anymore.
+// that never came and still empty; the previous one, fsynced and closed
+// when it was started, is the last again. Close calls it with w held, when
+// no Append can come anymore.
 func (l *Log) dropAheadLocked() error {
 	path := l.segmentPath(l.w.base)
 	err := l.w.f.Close()

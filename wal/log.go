@@ -104,8 +104,9 @@ type Log struct {
 	// rollAt is the version whose record starts a new segment (RollAt);
 	// 0 for none. Set by any goroutine, read by the writer.
 	rollAt atomic.Int64
-	// rollAhead counts the rolls RollAt started ahead of their record;
-	// added to under app before Close sets closed, waited for by Close.
+	// rollAhead counts the rolls started ahead of their record
+	// (startRollAheadLocked); added to under app before Close sets closed,
+	// waited for by Close.
 	rollAhead sync.WaitGroup
 
 	queue  chan request  // asynchronous mode: encoded records for the writer

@@ -9,9 +9,9 @@ import (
 // TruncateFront drops entries older than version, a whole segment at a
 // time: it removes every segment all of whose entries are older than
 // version, oldest first. The segment holding the last written entry is
-// never removed, so that entry (and with it LastVersion) survives a reopen. Entries older than
-// version may remain readable in the oldest kept segment; FirstVersion
-// reports what remains.
+// never removed, so that entry (and with it LastVersion) survives a
+// reopen. Entries older than version may remain readable in the oldest
+// kept segment; FirstVersion reports what remains.
 //
 // It waits for running Replay calls. Appends go on concurrently.
 func (l *Log) TruncateFront(version int64) error {
