@@ -1,5 +1,8 @@
 package multitree
 
+// Readers beside a writer that switches snapshots and prunes: read-only
+// opens, historical views and Verify.
+
 import (
 	"bytes"
 	"context"
