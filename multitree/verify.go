@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -14,7 +15,7 @@ import (
 type VerifyReport struct {
 	Version         int64    // latest version
 	AppHash         []byte   // its app hash
-	Snapshots       []int64  // kept snapshot versions, all verified
+	Snapshots       []int64  // kept snapshot versions, all verified (one a writer pruned meanwhile is left out)
 	Stores          []string // stores at the latest version
 	WALFirst        int64    // first and last version of the log
 	WALLast         int64
@@ -34,10 +35,12 @@ type VerifyReport struct {
 // problem is returned as an error naming the file and offset where known.
 //
 // A writer may run beside it, switching to new snapshots and pruning old
-// ones and the log before them. A check that fails after the current
-// snapshot or the kept ones changed, or on a file that is gone, is run
-// again, up to verifyAttempts times in all: a directory that changes under
-// the check is not reported as damaged.
+// ones and the log before them. A snapshot pruned while it is checked is
+// left out, and the log's reach is checked against the snapshots listed
+// after it. A check that still fails after the current snapshot or the
+// kept ones changed, or on a file that is gone, is run again, up to
+// verifyAttempts times in all: a directory that changes under the check
+// is not reported as damaged.
 func Verify(dir string) (*VerifyReport, error) {
 	for attempt := 1; ; attempt++ {
 		before := snapshotState(dir)
@@ -49,6 +52,12 @@ func Verify(dir string) (*VerifyReport, error) {
 			return rep, err
 		}
 	}
+}
+
+// pruned reports whether the snapshot of version v is no longer listed.
+func pruned(dir string, v int64) bool {
+	versions, err := listSnapshots(dir)
+	return err == nil && !slices.Contains(versions, v)
 }
 
 // verifyAttempts bounds the attempts of Verify.
@@ -76,17 +85,23 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &VerifyReport{Snapshots: versions}
+	rep := &VerifyReport{}
 	for _, v := range versions {
 		gen, _, err := openGeneration(dir, v)
+		if err == nil {
+			err = gen.verify()
+			gen.release()
+			if err != nil {
+				err = fmt.Errorf("snapshot %s: %w", snapshotDirName(v), err)
+			}
+		}
 		if err != nil {
+			if pruned(dir, v) { // by a writer, meanwhile
+				continue
+			}
 			return rep, err
 		}
-		err = gen.verify()
-		gen.release()
-		if err != nil {
-			return rep, fmt.Errorf("snapshot %s: %w", snapshotDirName(v), err)
-		}
+		rep.Snapshots = append(rep.Snapshots, v)
 	}
 	// the snapshots are verified above, the checksums among the rest
 	db, err := Open(dir, Options{ReadOnly: true, SnapshotInterval: -1, ViewCacheSize: -1, OpenCheck: OpenCheckNone})
@@ -100,6 +115,13 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	}
 	// every record's checksum and the versions' continuity
 	if err := db.log.Verify(); err != nil {
+		return rep, err
+	}
+	// The log must reach back to the oldest kept snapshot. A writer
+	// removes a snapshot before the log it holds, so the snapshots are
+	// listed again after the log was: a prune in between can then only
+	// make the oldest one newer, never report a gap that is not there.
+	if versions, err = listSnapshots(dir); err != nil {
 		return rep, err
 	}
 	if len(versions) > 0 && rep.WALLast > versions[0] && rep.WALFirst > versions[0]+1 && versions[0] != 0 {

@@ -163,6 +163,9 @@ func mustOpen(t testing.TB, dir string, opts Options) *Log {
 	return l
 }
 
+// mustAppend appends es and waits for a segment the last Append started
+// ahead of the next record (see startRollAheadLocked), so that the tests
+// see one segment layout, not whichever the goroutine's timing gave.
 func mustAppend(t testing.TB, l *Log, es ...Entry) {
 	t.Helper()
 	for _, e := range es {
@@ -170,6 +173,7 @@ func mustAppend(t testing.TB, l *Log, es ...Entry) {
 			t.Fatalf("append version %d: %v", e.Version, err)
 		}
 	}
+	l.rollAhead.Wait()
 }
 
 func mustClose(t testing.TB, l *Log) {
