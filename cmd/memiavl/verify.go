@@ -21,10 +21,11 @@ may run while a node has the database open): every kept snapshot's file
 checksums and tree structure (heights, balance, sizes, key order, every
 hash), each snapshot's metadata against its trees' roots, the write-ahead
 log's checksums and version continuity from the oldest kept snapshot on, and
-the latest version's trees node by node after replaying the log. A check
-that meets the node's switch to a new snapshot, or its prune of old ones
-and of the log before them, runs again (up to 8 times in all) rather than
-report the files that went away as damage.
+the latest version's trees node by node after replaying the log. Beside a
+running node, a snapshot the node prunes during the check is left out,
+and a check that meets its switch to a new snapshot, or its prune of old
+ones and of the log before them, runs again (up to 8 times in all) rather
+than report the files that went away as damage.
 
 On success it prints a report and exits 0. On the first problem it prints it
 (naming the file and byte offset where known) on stderr and exits 1.`,
