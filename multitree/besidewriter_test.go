@@ -52,6 +52,38 @@ func (h *hashLog) get(v int64) []byte {
 	return h.m[v]
 }
 
+// besideWriter opens a writer in a new directory with opts, commits
+// versions versions of crashBlock(1, v) recording their hashes, and runs
+// read over and over on readers goroutines meanwhile (g is the goroutine's
+// number) until the commits are done or read returns false, which it does
+// after reporting an error.
+func besideWriter(t *testing.T, opts Options, versions, readers int, read func(db *DB, dir string, g int, hashes *hashLog) bool) {
+	t.Helper()
+	dir := t.TempDir()
+	opts.CreateIfMissing, opts.InitialStores = true, crashStores
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var (
+		hashes hashLog
+		stop   atomic.Bool
+		wg     sync.WaitGroup
+	)
+	for g := 0; g < readers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() && read(db, dir, g, &hashes) {
+			}
+		}()
+	}
+	hashes.commit(t, db, versions)
+	stop.Store(true)
+	wg.Wait()
+}
+
 // openWithSnapshotAt creates a database in dir without background
 // rewrites, commits versions 1..v and writes a snapshot at v.
 func openWithSnapshotAt(t *testing.T, dir string, v int) *DB {
@@ -170,44 +202,25 @@ func TestReadOnlyOpensBesideBusyWriter(t *testing.T) {
 	if testing.Short() {
 		versions = 150
 	}
-	dir := t.TempDir()
-	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var (
-		hashes hashLog
-		stop   atomic.Bool
-		opens  atomic.Int64
-		wg     sync.WaitGroup
-	)
-	for g := 0; g < 2; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				ro, err := Open(dir, Options{ReadOnly: true})
-				if err != nil {
-					t.Errorf("read-only open: %v", err)
-					return
-				}
-				opens.Add(1)
-				v, h := ro.Version(), ro.LastCommitInfo().Hash()
-				// a version the writer has logged but not yet returned
-				// from Commit is not in hashes yet
-				if want := hashes.get(v); want != nil && !bytes.Equal(h, want) {
-					t.Errorf("read-only open at %d: hash differs", v)
-				}
-				if err := ro.Close(); err != nil {
-					t.Errorf("close: %v", err)
-				}
-			}
-		}()
-	}
-	hashes.commit(t, db, versions)
-	stop.Store(true)
-	wg.Wait()
+	var opens atomic.Int64
+	besideWriter(t, Options{SnapshotInterval: 5}, versions, 2, func(_ *DB, dir string, _ int, hashes *hashLog) bool {
+		ro, err := Open(dir, Options{ReadOnly: true})
+		if err != nil {
+			t.Errorf("read-only open: %v", err)
+			return false
+		}
+		opens.Add(1)
+		v, h := ro.Version(), ro.LastCommitInfo().Hash()
+		// a version the writer has logged but not yet returned from
+		// Commit is not in hashes yet
+		if want := hashes.get(v); want != nil && !bytes.Equal(h, want) {
+			t.Errorf("read-only open at %d: hash differs", v)
+		}
+		if err := ro.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		return true
+	})
 	t.Logf("%d read-only opens", opens.Load())
 }
 
@@ -221,52 +234,34 @@ func TestViewAtBesidePrune(t *testing.T) {
 	if testing.Short() {
 		versions = 250
 	}
-	dir := t.TempDir()
-	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 5, SnapshotKeepRecent: 1, ViewCacheSize: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var (
-		hashes     hashLog
-		stop       atomic.Bool
-		wg         sync.WaitGroup
-		read, gone atomic.Int64
-	)
-	for g := 0; g < 2; g++ {
-		wg.Add(1)
-		go func(seed int64) {
-			defer wg.Done()
-			r := rand.New(rand.NewSource(seed))
-			for !stop.Load() {
-				latest := db.Version()
-				v := latest - int64(r.Intn(14))
-				if v < 1 {
-					continue
-				}
-				view, err := db.ViewAt(v)
-				if errors.Is(err, ErrVersion) {
-					gone.Add(1)
-					continue
-				}
-				if err != nil {
-					t.Errorf("ViewAt(%d) at latest %d: %v", v, latest, err)
-					return
-				}
-				read.Add(1)
-				want := hashes.get(v)
-				// the latest version's Commit may not have returned to
-				// hashes.commit yet
-				if view.Version() != v || want != nil && !bytes.Equal(view.CommitInfo().Hash(), want) {
-					t.Errorf("ViewAt(%d): version %d, or its hash differs", v, view.Version())
-				}
-				view.Release()
-			}
-		}(int64(g))
-	}
-	hashes.commit(t, db, versions)
-	stop.Store(true)
-	wg.Wait()
+	var read, gone atomic.Int64
+	rngs := []*rand.Rand{rand.New(rand.NewSource(0)), rand.New(rand.NewSource(1))}
+	opts := Options{SnapshotInterval: 5, SnapshotKeepRecent: 1, ViewCacheSize: -1}
+	besideWriter(t, opts, versions, len(rngs), func(db *DB, _ string, g int, hashes *hashLog) bool {
+		latest := db.Version()
+		v := latest - int64(rngs[g].Intn(14))
+		if v < 1 {
+			return true
+		}
+		view, err := db.ViewAt(v)
+		if errors.Is(err, ErrVersion) {
+			gone.Add(1)
+			return true
+		}
+		if err != nil {
+			t.Errorf("ViewAt(%d) at latest %d: %v", v, latest, err)
+			return false
+		}
+		read.Add(1)
+		want := hashes.get(v)
+		// the latest version's Commit may not have returned to
+		// hashes.commit yet
+		if view.Version() != v || want != nil && !bytes.Equal(view.CommitInfo().Hash(), want) {
+			t.Errorf("ViewAt(%d): version %d, or its hash differs", v, view.Version())
+		}
+		view.Release()
+		return true
+	})
 	t.Logf("%d views read, %d versions no longer kept", read.Load(), gone.Load())
 	if read.Load() == 0 {
 		t.Error("no view was read")
@@ -320,35 +315,18 @@ func TestVerifyBesideWriter(t *testing.T) {
 	if testing.Short() {
 		versions = 150
 	}
-	dir := t.TempDir()
-	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 5, SnapshotKeepRecent: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var (
-		hashes   hashLog
-		stop     atomic.Bool
-		wg       sync.WaitGroup
-		verified atomic.Int64
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			rep, err := Verify(dir)
-			if err != nil {
-				t.Errorf("verify beside a writer: %v", err)
-				return
-			}
-			if want := hashes.get(rep.Version); want != nil && !bytes.Equal(rep.AppHash, want) {
-				t.Errorf("verify: version %d has another app hash", rep.Version)
-			}
-			verified.Add(1)
+	var verified atomic.Int64
+	besideWriter(t, Options{SnapshotInterval: 5, SnapshotKeepRecent: 1}, versions, 1, func(_ *DB, dir string, _ int, hashes *hashLog) bool {
+		rep, err := Verify(dir)
+		if err != nil {
+			t.Errorf("verify beside a writer: %v", err)
+			return false
 		}
-	}()
-	hashes.commit(t, db, versions)
-	stop.Store(true)
-	wg.Wait()
+		if want := hashes.get(rep.Version); want != nil && !bytes.Equal(rep.AppHash, want) {
+			t.Errorf("verify: version %d has another app hash", rep.Version)
+		}
+		verified.Add(1)
+		return true
+	})
 	t.Logf("%d verifications", verified.Load())
 }
