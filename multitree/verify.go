@@ -54,7 +54,8 @@ func Verify(dir string) (*VerifyReport, error) {
 	}
 }
 
-// pruned reports whether the snapshot of version v is no longer listed.
+// pruned reports whether the snapshot of version v is no longer listed
+// (false if the directory cannot be read).
 func pruned(dir string, v int64) bool {
 	versions, err := listSnapshots(dir)
 	return err == nil && !slices.Contains(versions, v)

@@ -2,7 +2,6 @@ package multitree
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"sync/atomic"
 
@@ -123,8 +122,7 @@ func (db *DB) loadVersion(version int64) (*state, error) {
 		if err == nil || attempt == loadAttempts {
 			return st, err
 		}
-		versions, lerr := listSnapshots(db.dir)
-		if lerr != nil || slices.Contains(versions, base) {
+		if !pruned(db.dir, base) {
 			return nil, err
 		}
 	}
