@@ -116,6 +116,16 @@ func TestLookupBuild(t *testing.T) {
 		check("homes at the last slot", last, 0, 1, 3, slots)
 		check("homes at slot 0", first, 0, 1, 3, slots)
 	}
+	// homes in one quarter of a larger table, so that many windows hold
+	// no home and the runs spilling out of the quarter cross windows: the
+	// first quarter, and the last, whose run wraps around the end
+	for _, quarter := range []uint64{0, 3} {
+		hashes := make([]uint64, 20_000)
+		for i := range hashes {
+			hashes[i] = r.Uint64()&^(1<<40-1) | quarter<<38 | r.Uint64()&(1<<38-1)
+		}
+		check(fmt.Sprintf("homes in quarter %d", quarter), hashes, 0, 1<<14, 777)
+	}
 	// a larger table through the default window and a few others
 	hashes := make([]uint64, 100_000)
 	for i := range hashes {
