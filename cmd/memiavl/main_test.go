@@ -258,6 +258,30 @@ func TestWALDump(t *testing.T) {
 	}
 }
 
+// TestWALDumpBesidePrune: a segment removed between the open and the read,
+// as by a node pruning the log, fails the dump with a message that says so
+// and what was printed.
+func TestWALDumpBesidePrune(t *testing.T) {
+	dir := t.TempDir()
+	makeDB(t, dir, 0.01, 12)
+	defer func() { walDumpOpened = nil }()
+	walDumpOpened = func() {
+		segs, err := filepath.Glob(filepath.Join(dir, "wal", "*"))
+		if err != nil || len(segs) == 0 {
+			t.Fatalf("no segments: %v", err)
+		}
+		for _, s := range segs {
+			if err := os.Remove(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	code, _, errs := cli(t, "wal", "dump", "--from", "3", dir)
+	if code != exitFailure || !strings.Contains(errs, "removed while the log was read, before any version was printed") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errs)
+	}
+}
+
 func TestVerify(t *testing.T) {
 	dir := t.TempDir()
 	hash := makeDB(t, dir, 0.01, 30, 15)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -42,7 +44,11 @@ database directory (its wal/ subdirectory is read) or a log directory.
 For each version it prints the store upgrades and, per store, the number of
 sets and deletes; --pairs also prints every pair's key and value in hex.
 Every record read is checksummed: damage is reported with the segment file
-and byte offset, and the command exits 1.`,
+and byte offset, and the command exits 1.
+
+It may run while a node has the database open. The node prunes the log after
+each snapshot rewrite: a segment removed while it is read ends the dump with
+an error that says so and which version was printed last.`,
 		Example: `  memiavl wal dump ./memiavl.db
   memiavl wal dump --from 100 --to 110 --pairs ./memiavl.db`,
 		Args: exactArgs(1),
@@ -90,11 +96,14 @@ func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
 	} else if _, err := os.Stat(dir); err != nil {
 		return err
 	}
-	l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
+	l, err := openWALBeside(walDir)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
+	if walDumpOpened != nil {
+		walDumpOpened()
+	}
 	first, last := l.FirstVersion(), l.LastVersion()
 	if last == 0 {
 		if !o.asJSON {
@@ -115,13 +124,48 @@ func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
 	if !o.asJSON {
 		fmt.Fprintf(w, "log %s: versions %d..%d, printing %d..%d\n", walDir, first, last, from, to)
 	}
-	return l.Replay(from, to, func(e wal.Entry) error {
+	printed := from - 1
+	err = l.Replay(from, to, func(e wal.Entry) error {
+		printed = e.Version
 		if o.asJSON {
 			return writeWALEntryJSON(w, e, o.pairs)
 		}
 		writeWALEntry(w, e, o.pairs)
 		return nil
 	})
+	if errors.Is(err, fs.ErrNotExist) {
+		// a node running on the directory prunes the log after each
+		// snapshot rewrite
+		at := "before any version was printed"
+		if printed >= from {
+			at = fmt.Sprintf("after version %d was printed", printed)
+		}
+		return fmt.Errorf("%w: a segment was removed while the log was read, %s "+
+			"(a node using the database prunes the log after each snapshot); run again for the versions kept", err, at)
+	}
+	return err
+}
+
+// walDumpOpened, when set, runs after wal dump has opened the log (tests).
+var walDumpOpened func()
+
+// walOpenAttempts bounds the read-only opens of a log that a running node
+// prunes meanwhile.
+const walOpenAttempts = 8
+
+// openWALBeside opens the log in walDir read-only. A segment it lists may be
+// removed before it is read, by a node pruning the log: the open then
+// starts again, up to walOpenAttempts times in all.
+func openWALBeside(walDir string) (*wal.Log, error) {
+	for attempt := 1; ; attempt++ {
+		l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt == walOpenAttempts {
+			return l, err
+		}
+		if _, serr := os.Stat(walDir); serr != nil {
+			return nil, err
+		}
+	}
 }
 
 func countPairs(cs wal.ChangeSet) (sets, dels int) {
