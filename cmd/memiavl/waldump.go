@@ -96,7 +96,7 @@ func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
 	} else if _, err := os.Stat(dir); err != nil {
 		return err
 	}
-	l, err := openWALBeside(walDir)
+	l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
@@ -148,25 +148,6 @@ func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
 
 // walDumpOpened, when set, runs after wal dump has opened the log (tests).
 var walDumpOpened func()
-
-// walOpenAttempts bounds the read-only opens of a log that a running node
-// prunes meanwhile.
-const walOpenAttempts = 8
-
-// openWALBeside opens the log in walDir read-only. A segment it lists may be
-// removed before it is read, by a node pruning the log: the open then
-// starts again, up to walOpenAttempts times in all.
-func openWALBeside(walDir string) (*wal.Log, error) {
-	for attempt := 1; ; attempt++ {
-		l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
-		if err == nil || !errors.Is(err, fs.ErrNotExist) || attempt == walOpenAttempts {
-			return l, err
-		}
-		if _, serr := os.Stat(walDir); serr != nil {
-			return nil, err
-		}
-	}
-}
 
 func countPairs(cs wal.ChangeSet) (sets, dels int) {
 	for _, p := range cs.Pairs {
