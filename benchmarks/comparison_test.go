@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -306,8 +307,18 @@ func openTarget(impl, dir string, p compareParams, stores []string, create bool)
 	return nil, fmt.Errorf("unknown implementation %q", impl)
 }
 
-// runChild runs one side of TestSyncComparison and prints its result.
+// runChild runs one side of TestSyncComparison and prints its result. With
+// MEMIAVL_BENCH_CHILD_CPUPROFILE set to a directory, it also writes a CPU
+// profile of the whole child there, as <impl>-<pid>.pprof.
 func runChild(impl string) int {
+	if dir := os.Getenv("MEMIAVL_BENCH_CHILD_CPUPROFILE"); dir != "" {
+		stop, err := startCPUProfile(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", impl, os.Getpid())))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", impl, err)
+			return 1
+		}
+		defer stop()
+	}
 	r, err := syncChild(impl, compareParamsFromEnv())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", impl, err)
@@ -316,6 +327,23 @@ func runChild(impl string) int {
 	b, _ := json.Marshal(r)
 	fmt.Printf("RESULT %s\n", b)
 	return 0
+}
+
+// startCPUProfile starts a CPU profile into path and returns the function
+// that stops it.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func syncChild(impl string, p compareParams) (*compareResult, error) {
