@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // dirFingerprint describes every entry under dir: its path, type and
@@ -169,5 +170,75 @@ func testReadOnlyModifiesNothing(t *testing.T, check OpenCheck) {
 	}
 	if after := dirFingerprint(t, dir); after != before {
 		t.Fatalf("a read-only open changed the directory:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestReadsTakeNoCommitLock: with the lock Commit holds taken, as during a
+// long commit, a reader still gets views of the latest version and of
+// older ones (rebuilt from a snapshot and the log), reads and iterates
+// them, releases them and reads the last commit info.
+func TestReadsTakeNoCommitLock(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1, SnapshotKeepRecent: 1, ViewCacheSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for v := 1; v <= 9; v++ {
+		if err := db.Set("a", []byte(fmt.Sprintf("k%d", v)), []byte(fmt.Sprint(v))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if v == 3 {
+			if err := db.RewriteSnapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	read := func() error {
+		if v := db.Version(); v != 9 {
+			return fmt.Errorf("version %d", v)
+		}
+		if info := db.LastCommitInfo(); info == nil || info.Version != 9 {
+			return fmt.Errorf("last commit info %v", info)
+		}
+		for _, version := range []int64{9, 5, 2, 5} { // 5 again: from the cache
+			view, err := db.ViewAt(version)
+			if err != nil {
+				return fmt.Errorf("view at %d: %w", version, err)
+			}
+			tr := view.Tree("a")
+			if got, err := tr.Get([]byte(fmt.Sprintf("k%d", version))); err != nil || string(got) != fmt.Sprint(version) {
+				view.Release()
+				return fmt.Errorf("view at %d: %q %v", version, got, err)
+			}
+			n := 0
+			it := tr.Iterator(nil, nil, true)
+			for ; it.Valid(); it.Next() {
+				n++
+			}
+			err = it.Close()
+			view.Release()
+			if err != nil || n != int(version) {
+				return fmt.Errorf("view at %d: %d keys, %v", version, n, err)
+			}
+		}
+		return nil
+	}
+	db.mu.Lock()
+	done := make(chan error, 1)
+	go func() { done <- read() }()
+	select {
+	case err := <-done:
+		db.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		db.mu.Unlock()
+		<-done
+		t.Fatal("the reads wait for the lock Commit holds")
 	}
 }
