@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,8 +51,8 @@ func TestOpenCommitReopen(t *testing.T) {
 	if err := db.RewriteSnapshot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir, Options{}); !errors.Is(err, ErrLocked) {
-		t.Fatalf("second writer: %v", err)
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), filepath.Join(dir, lockFileName)) {
+		t.Fatalf("second writer: %v, want %v naming %s", err, ErrLocked, filepath.Join(dir, lockFileName))
 	}
 	ro, err := Open(dir, Options{ReadOnly: true})
 	if err != nil {
