@@ -151,7 +151,7 @@ func TestReadOnlyOpenBesideSwitch(t *testing.T) {
 
 // TestReadOnlyOpenDamaged: a read-only open of a damaged snapshot fails
 // after one attempt when the damage is not a missing file, and after
-// readOnlyAttempts when a file is missing and the current snapshot stays
+// besideWriterAttempts when a file is missing and the current snapshot stays
 // the same (it could have been a prune racing with the open).
 func TestReadOnlyOpenDamaged(t *testing.T) {
 	dir := t.TempDir()
@@ -188,8 +188,8 @@ func TestReadOnlyOpenDamaged(t *testing.T) {
 	if _, err := Open(dir, Options{ReadOnly: true}); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), meta) {
 		t.Fatalf("read-only open without metadata: %v", err)
 	}
-	if attempts != readOnlyAttempts {
-		t.Fatalf("missing metadata: %d attempts, want %d", attempts, readOnlyAttempts)
+	if attempts != besideWriterAttempts {
+		t.Fatalf("missing metadata: %d attempts, want %d", attempts, besideWriterAttempts)
 	}
 }
 

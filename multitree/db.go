@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -120,26 +119,13 @@ type state struct {
 //
 // A read-only open runs beside the writer, which may switch to a new
 // snapshot and prune the old one, and the log before the new one, while
-// the open reads them. When a read-only open fails and the current
-// snapshot has changed meanwhile, or a file it listed is gone (the prune
-// of log segments the snapshot holds), it starts again, up to
-// readOnlyAttempts times in all; the error of the last attempt is returned.
+// the open reads them: it starts again as retryBesideWriter says.
 func Open(dir string, opts Options) (*DB, error) {
-	for attempt := 1; ; attempt++ {
-		before, _ := readCurrent(dir)
-		db, err := open(dir, opts)
-		if err == nil || !opts.ReadOnly || attempt == readOnlyAttempts {
-			return db, err
-		}
-		after, cerr := readCurrent(dir)
-		if cerr != nil || after == before && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
+	if !opts.ReadOnly {
+		return open(dir, opts)
 	}
+	return retryBesideWriter(dir, func() (*DB, error) { return open(dir, opts) })
 }
-
-// readOnlyAttempts bounds the attempts of a read-only Open (see Open).
-const readOnlyAttempts = 8
 
 // afterReadCurrent, when set, is called by open once it has read the
 // current snapshot's version. Tests use it to move a writer on meanwhile.

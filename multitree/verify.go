@@ -37,21 +37,11 @@ type VerifyReport struct {
 // A writer may run beside it, switching to new snapshots and pruning old
 // ones and the log before them. A snapshot pruned while it is checked is
 // left out, and the log's reach is checked against the snapshots listed
-// after it. A check that still fails after the current snapshot or the
-// kept ones changed, or on a file that is gone, is run again, up to
-// verifyAttempts times in all: a directory that changes under the check
-// is not reported as damaged.
+// after it. A check that still fails while the writer changed the
+// directory is run again (retryBesideWriter): a directory that changes
+// under the check is not reported as damaged.
 func Verify(dir string) (*VerifyReport, error) {
-	for attempt := 1; ; attempt++ {
-		before := snapshotState(dir)
-		rep, err := verifyOnce(dir)
-		if err == nil || attempt == verifyAttempts {
-			return rep, err
-		}
-		if after := snapshotState(dir); after == "" || after == before && !errors.Is(err, fs.ErrNotExist) {
-			return rep, err
-		}
-	}
+	return retryBesideWriter(dir, func() (*VerifyReport, error) { return verifyOnce(dir) })
 }
 
 // pruned reports whether the snapshot of version v is no longer listed
@@ -60,9 +50,6 @@ func pruned(dir string, v int64) bool {
 	versions, err := listSnapshots(dir)
 	return err == nil && !slices.Contains(versions, v)
 }
-
-// verifyAttempts bounds the attempts of Verify.
-const verifyAttempts = 8
 
 // snapshotState returns the current snapshot's version and the kept ones
 // as a string, "" if they cannot be read.
@@ -76,6 +63,29 @@ func snapshotState(dir string) string {
 		return ""
 	}
 	return fmt.Sprint(cur, versions)
+}
+
+// besideWriterAttempts bounds the attempts of a reader that a writer
+// beside it keeps moving (retryBesideWriter, loadVersion).
+const besideWriterAttempts = 8
+
+// retryBesideWriter calls try, a reader of dir, and calls it again when it
+// fails and a writer has changed dir meanwhile: the current snapshot or
+// the kept ones differ from before the call (snapshotState), or a file
+// the call listed is gone (the prune of log segments the snapshot holds).
+// It returns the results of the call that succeeded, of the first one
+// that failed with nothing changed, or of the last of besideWriterAttempts.
+func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		before := snapshotState(dir)
+		v, err := try()
+		if err == nil || attempt == besideWriterAttempts {
+			return v, err
+		}
+		if after := snapshotState(dir); after == "" || after == before && !errors.Is(err, fs.ErrNotExist) {
+			return v, err
+		}
+	}
 }
 
 func verifyOnce(dir string) (*VerifyReport, error) {

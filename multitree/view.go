@@ -111,7 +111,7 @@ func (db *DB) touchViewLocked(version int64) {
 // snapshot is still listed has met damage, not the prune. One that fails
 // with its snapshot gone starts again from the newest kept snapshot at or
 // below version, if there is one (else the version is no longer kept:
-// ErrVersion), up to loadAttempts times in all.
+// ErrVersion), up to besideWriterAttempts times in all.
 func (db *DB) loadVersion(version int64) (*state, error) {
 	for attempt := 1; ; attempt++ {
 		base, err := db.snapshotAtOrBelow(version)
@@ -119,7 +119,7 @@ func (db *DB) loadVersion(version int64) (*state, error) {
 			return nil, err
 		}
 		st, err := db.loadFrom(base, version)
-		if err == nil || attempt == loadAttempts {
+		if err == nil || attempt == besideWriterAttempts {
 			return st, err
 		}
 		if !pruned(db.dir, base) {
@@ -127,9 +127,6 @@ func (db *DB) loadVersion(version int64) (*state, error) {
 		}
 	}
 }
-
-// loadAttempts bounds the attempts of loadVersion.
-const loadAttempts = 8
 
 // snapshotAtOrBelow returns the newest kept snapshot at or below version.
 func (db *DB) snapshotAtOrBelow(version int64) (int64, error) {
