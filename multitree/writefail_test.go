@@ -30,10 +30,18 @@ func TestWriteFailureChild(t *testing.T) {
 	seed, _ := strconv.ParseInt(os.Getenv("MEMIAVL_WRITEFAIL_SEED"), 10, 64)
 	limit, _ := strconv.ParseUint(os.Getenv("MEMIAVL_WRITEFAIL_LIMIT"), 10, 64)
 	versions, _ := strconv.ParseInt(os.Getenv("MEMIAVL_WRITEFAIL_VERSIONS"), 10, 64)
-	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: limit}); err != nil {
+	// the soft limit only, restored on return: the test binary writes its
+	// coverage data (go test -cover) after the test
+	var was unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &was); err != nil {
 		fmt.Println("setup", err)
 		return
 	}
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: was.Max}); err != nil {
+		fmt.Println("setup", err)
+		return
+	}
+	defer unix.Setrlimit(unix.RLIMIT_FSIZE, &was)
 	segment, _ := strconv.ParseInt(os.Getenv("MEMIAVL_WRITEFAIL_SEGMENT"), 10, 64)
 	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 5,
 		SnapshotKeepRecent: 1, WALSegmentSize: segment})
