@@ -76,6 +76,7 @@ type chain struct {
 	opts   multitree.Options
 	o      *oracle
 	keys   map[string][][]byte
+	gone   [][]byte // recently deleted keys, of any store (see compareData)
 	hashes map[int64][]byte
 	// catch-up rounds that rebased, and rebases that failed, in databases
 	// already closed
@@ -128,6 +129,11 @@ func (c *chain) block(nops int) {
 				st.Delete(k)
 				keys[j] = keys[len(keys)-1]
 				c.keys[name] = keys[:len(keys)-1]
+				if len(c.gone) < 256 {
+					c.gone = append(c.gone, k)
+				} else {
+					c.gone[c.r.Intn(len(c.gone))] = k
+				}
 			}
 		}
 		css = append(css, cs)
@@ -200,6 +206,25 @@ func (c *chain) compareData(view *multitree.View) {
 		oit.Close()
 		if it.Valid() {
 			t.Fatalf("store %s has extra key %X", name, it.Key())
+		}
+		// point reads, of present keys and of deleted ones: a read that
+		// takes a shortcut past the tree must not find an older value
+		keys := append(append([][]byte(nil), c.gone...), c.keys[name]...)
+		for i, k := range keys {
+			if i >= len(c.gone) && i%5 != 0 {
+				continue
+			}
+			got, err := tr.Get(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.o.store(name).Get(k)
+			if !bytes.Equal(got, want) || (got == nil) != (want == nil) {
+				t.Fatalf("store %s: Get(%X) = %X, rootmulti %X", name, k, got, want)
+			}
+			if has, err := tr.Has(k); err != nil || has != (want != nil) {
+				t.Fatalf("store %s: Has(%X) = %v, %v", name, k, has, err)
+			}
 		}
 		if err := tr.Check(); err != nil {
 			t.Fatal(err)
