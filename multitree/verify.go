@@ -115,7 +115,8 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 		rep.Snapshots = append(rep.Snapshots, v)
 	}
 	// the snapshots are verified above, the checksums among the rest
-	db, err := Open(dir, Options{ReadOnly: true, SnapshotInterval: -1, ViewCacheSize: -1, OpenCheck: OpenCheckNone})
+	// open, not Open: Verify already starts again beside a writer
+	db, err := open(dir, Options{ReadOnly: true, SnapshotInterval: -1, ViewCacheSize: -1, OpenCheck: OpenCheckNone})
 	if err != nil {
 		return rep, err
 	}
