@@ -42,8 +42,11 @@ type workload struct {
 	ours *memiavl.Tree
 	ref  *iavl.MutableTree
 	keys [][]byte // keys present in both trees (may hold duplicates after re-insert; checked on use)
+	gone [][]byte // the last keys removed (up to maxGone), for compareGets
 	ops  int
 }
+
+const maxGone = 512
 
 func newWorkload(t *testing.T, initial int64) *workload {
 	r := testutil.Rand(t)
@@ -82,6 +85,12 @@ func (w *workload) remove(k []byte) {
 	}
 	if r1 != r2 {
 		w.t.Fatalf("op %d: Remove(%X) removed=%v, iavl says %v", w.ops, k, r1, r2)
+	}
+	if r1 {
+		if len(w.gone) == maxGone {
+			w.gone = w.gone[1:]
+		}
+		w.gone = append(w.gone, k)
 	}
 }
 
@@ -132,11 +141,14 @@ func (w *workload) save() {
 }
 
 func (w *workload) compareGets(n int) {
-	for i := 0; i < n; i++ {
+	for i := 0; i < n+len(w.gone); i++ {
 		var k []byte
-		if len(w.keys) > 0 && i%2 == 0 {
+		switch {
+		case i >= n: // removed keys, present in an older version
+			k = w.gone[i-n]
+		case len(w.keys) > 0 && i%2 == 0:
 			k, _ = w.pickKey()
-		} else {
+		default:
 			k = w.gen.Key()
 		}
 		a, err := w.ours.Get(k)

@@ -50,6 +50,22 @@ func (p persisted) get(r pref, key []byte) ([]byte, error) {
 
 var emptyValue = []byte{}
 
+// getHashed looks key, of hash h (snapshot.KeyHash), up in the whole
+// snapshot, and returns its value and whether it was found.
+func (p persisted) getHashed(key []byte, h uint64) ([]byte, bool, error) {
+	_, v, found, err := p.s.LookupHashed(key, h)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if !found {
+		return nil, false, nil
+	}
+	if v == nil {
+		v = emptyValue
+	}
+	return v, true, nil
+}
+
 func (p persisted) isLeaf(r pref) bool { return r.IsLeaf() }
 
 func (p persisted) height(r pref) uint8 {

@@ -185,7 +185,9 @@ func (rb *Rebaser) Version() int64 { return rb.version }
 // a copy of the written tree at the version last rebased or later, still on
 // the snapshot the write read from; it is only read. The result shares with
 // it only leaves later than the written version, none of which holds bytes
-// of the old snapshot.
+// of the old snapshot. When t records the keys changed since the written
+// version or earlier (StartNextTouches), the result's point reads of the
+// other keys go straight to the new snapshot; otherwise they descend.
 func (rb *Rebaser) Rebase(ctx context.Context, t *Tree) (_ *Tree, err error) {
 	if rb.err != nil {
 		return nil, rb.err
@@ -206,7 +208,12 @@ func (rb *Rebaser) Rebase(ctx context.Context, t *Tree) (_ *Tree, err error) {
 		return nil, fmt.Errorf("%w: root hash changed", ErrRebase)
 	}
 	rb.version = t.version
-	return &Tree{pers: rb.base.pers, root: root, saved: root, version: t.version, initial: t.initial}, nil
+	nt := &Tree{pers: rb.base.pers, root: root, saved: root, version: t.version, initial: t.initial}
+	if t.next != nil && t.next.from <= rb.m.version {
+		// every key changed since the new snapshot's version is in it
+		nt.touched = t.next
+	}
+	return nt, nil
 }
 
 // grafter is one Rebase call.

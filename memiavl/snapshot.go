@@ -18,7 +18,8 @@ func NewFromSnapshot(s *snapshot.Snapshot, opts Options) (*Tree, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	t := &Tree{pers: persisted{s: s}, root: nilRef, version: s.Version(), initial: opts.InitialVersion}
+	t := &Tree{pers: persisted{s: s}, root: nilRef, version: s.Version(), initial: opts.InitialVersion,
+		touched: newTouchSet(s.Version(), 0)}
 	if r, ok := s.Root(); ok {
 		t.root = ref{p: r}
 	}

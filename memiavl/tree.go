@@ -48,6 +48,16 @@ type Tree struct {
 	// SetExclusive).
 	excl      bool
 	exclAbove int64
+	// touched holds the keys changed since the snapshot (see touchSet):
+	// any other key has the snapshot's value, which get reads directly.
+	// nil when not known (a tree without a snapshot, or rebased without
+	// one); reads then descend. Shared with copies, which add to it too.
+	touched *touchSet
+	// next holds the keys changed since next.from (StartNextTouches): the
+	// touched set of this tree's rebase onto a snapshot of that version.
+	next *touchSet
+	// dirty is set by Set and Remove and cleared by saving.
+	dirty bool
 }
 
 // New returns an empty tree.
@@ -110,7 +120,44 @@ func (t *Tree) Copy() *Tree {
 	if t.excl { // only a tree nobody else reads has it set
 		t.excl = false // its nodes are shared from now on
 	}
-	return &Tree{pers: t.pers, root: t.saved, saved: t.saved, version: t.version, initial: t.initial}
+	return &Tree{pers: t.pers, root: t.saved, saved: t.saved, version: t.version, initial: t.initial,
+		touched: t.touched, next: t.next}
+}
+
+// record notes that key is about to change, for the touched sets: before
+// the change, so that a change that fails half way is noted too.
+func (t *Tree) record(key []byte) {
+	t.dirty = true
+	if t.touched == nil && t.next == nil {
+		return
+	}
+	h := touchHash(key)
+	if t.touched != nil {
+		t.touched.add(h)
+	}
+	if t.next != nil {
+		t.next.add(h)
+	}
+}
+
+// StartNextTouches starts a second record of changed keys, of those changed
+// after the last saved version, for the tree that Rebase makes of a later
+// version of this one onto a snapshot of this version (or a later one): its
+// point reads of keys unchanged since that snapshot then go straight to it. It reports
+// false and records nothing when the tree has unsaved changes, which the
+// new record would miss; a rebased tree without a record reads correctly,
+// only more slowly. Copies taken afterwards share the record.
+func (t *Tree) StartNextTouches() bool {
+	if t.dirty {
+		t.next = nil
+		return false
+	}
+	var hint int64
+	if t.touched != nil {
+		hint = t.touched.keys.Load()
+	}
+	t.next = newTouchSet(t.version, hint)
+	return true
 }
 
 // Set inserts or updates key with value. It reports whether the key existed.
@@ -125,6 +172,7 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverCorrupt(&err, t.pers.s)
+	t.record(key)
 	t.changes++
 	v := t.WorkingVersion()
 	if t.root.isNil() {
@@ -146,6 +194,7 @@ func (t *Tree) Remove(key []byte) (removed bool, err error) {
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverCorrupt(&err, t.pers.s)
+	t.record(key)
 	t.changes++
 	newRoot, _, removed := t.remove(t.root, key, t.WorkingVersion())
 	if removed {
@@ -181,6 +230,12 @@ func (t *Tree) get(key []byte) (value []byte, mapped bool, err error) {
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverCorrupt(&err, t.pers.s)
+	if t.touched != nil && t.pers.s != nil {
+		// a key unchanged since the snapshot has the snapshot's value
+		if h := touchHash(key); !t.touched.mayContain(h) {
+			return t.pers.getHashed(key, h)
+		}
+	}
 	r := t.root
 	kp := keyPrefix(key)
 	for r.n != nil {
@@ -301,6 +356,7 @@ func (t *Tree) SaveVersion() ([]byte, int64, error) {
 	if t.root.isNil() {
 		t.version = t.WorkingVersion()
 		t.saved = t.root
+		t.dirty = false
 		return nodehash.Empty(), t.version, nil
 	}
 	h, err := t.rootHash()
@@ -309,6 +365,7 @@ func (t *Tree) SaveVersion() ([]byte, int64, error) {
 	}
 	t.version = t.WorkingVersion()
 	t.saved = t.root
+	t.dirty = false
 	return h, t.version, nil
 }
 
@@ -322,6 +379,7 @@ func (t *Tree) SaveVersion() ([]byte, int64, error) {
 func (t *Tree) SaveVersionDeferHash() int64 {
 	t.version = t.WorkingVersion()
 	t.saved = t.root
+	t.dirty = false
 	return t.version
 }
 

@@ -79,6 +79,14 @@
 // neither the Commit nor the reader that releases the last reference waits
 // for it. Close waits for the unmappings under way.
 //
+// A point read (Get, Has) of a key that no version since the snapshot has
+// changed goes straight to the snapshot's lookup table: each tree keeps a
+// filter of the keys changed since its snapshot (a chain of Bloom filters;
+// a key it has never been given has certainly not changed), and only the
+// keys it reports descend the in-memory nodes. A background rewrite starts
+// the filter of the trees it will switch to when it starts, so that the
+// switch hands it over without rebuilding it.
+//
 // # Memory model
 //
 //   - Snapshot data is mapped, not read: it lives in the page cache and is
@@ -99,6 +107,11 @@
 //     before the next collection found them. The unmapping goroutine of the
 //     old snapshots therefore runs one garbage collection (runtime.GC) per
 //     background switch, which keeps the peak near the live heap.
+//   - The filter of changed keys takes 2 bytes per key changed since the
+//     snapshot (16 bits at a filter's capacity, in filters of 8 KiB and up),
+//     twice that during a background rewrite, which fills the next one
+//     beside it; past 32 MiB a tree's filter stops growing and reports every
+//     key, so reads descend as they would without it.
 //   - A read view, a background rewrite and every published version share
 //     those nodes with the working trees (copy-on-write): taking a view or
 //     starting a rewrite copies nothing.

@@ -48,6 +48,9 @@ func (db *DB) maybeStartRewriteLocked() {
 	copies := make(map[string]*memiavl.Tree, len(db.mu.trees))
 	for name, t := range db.mu.trees {
 		copies[name] = t.Copy()
+		// the keys changed from here on: the rebased trees read the
+		// others straight from the new snapshot
+		t.StartNextTouches()
 	}
 	gen := db.mu.gen
 	gen.acquire() // the copies read its snapshots

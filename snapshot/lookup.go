@@ -52,6 +52,10 @@ func lookupLen(n uint64) uint64 { return lookupSlots(n) * LookupEntrySize }
 // lookupHash is the hash that places a key in the lookup table.
 func lookupHash(key []byte) uint64 { return xxhash.Sum64(key) }
 
+// KeyHash returns the hash the lookup table files key under, for
+// LookupHashed.
+func KeyHash(key []byte) uint64 { return lookupHash(key) }
+
 // lookupEntry returns the slot entry for leaf i of a key with hash h.
 func lookupEntry(h, i uint64) uint64 { return h&^uint40Mask | (i + 1) }
 
@@ -63,6 +67,12 @@ func lookupEntry(h, i uint64) uint64 { return h&^uint40Mask | (i + 1) }
 // does not allocate; the value points into the mapping. A snapshot of format
 // version 1 has no lookup table: Lookup then binary-searches the leaves.
 func (s *Snapshot) Lookup(key []byte) (idx uint64, value []byte, found bool, err error) {
+	return s.LookupHashed(key, lookupHash(key))
+}
+
+// LookupHashed is Lookup with the key's hash h = KeyHash(key) computed by
+// the caller.
+func (s *Snapshot) LookupHashed(key []byte, h uint64) (idx uint64, value []byte, found bool, err error) {
 	if s.lookup == nil {
 		if s.leafCount == 0 {
 			return 0, nil, false, nil
@@ -74,7 +84,6 @@ func (s *Snapshot) Lookup(key []byte) (idx uint64, value []byte, found bool, err
 		v, err := s.LeafValue(i)
 		return i, v, err == nil, err
 	}
-	h := lookupHash(key)
 	slots := uint64(len(s.lookup)) / LookupEntrySize
 	tag := h &^ uint40Mask
 	slot := lookupHome(h, slots)
