@@ -47,8 +47,8 @@ type touchBloom struct {
 // hint asks for more: most stores of a chain change few keys.
 const minTouchKeys = 1 << 12
 
-// maxTouchWords bounds the words of all the filters of a set (32 MiB, about
-// 16 million keys). A variable for tests.
+// maxTouchWords bounds the words of all the filters of a set (32 MiB: the
+// chain of filters stops at about 10 million keys). A variable for tests.
 var maxTouchWords = 1 << 22
 
 // newTouchSet returns an empty set recording the changes after version
@@ -132,8 +132,16 @@ func (s *touchSet) grow(last *touchBloom) {
 	for _, b := range chain {
 		words += len(b.words)
 	}
+	// 8 times the last, or what is left of the bound (a power of two of
+	// words), if that still holds as many keys as the last
 	next := last.capacity * 8
-	if words+int(next/4) > maxTouchWords {
+	if room := int64(maxTouchWords-words) * 4; room < next {
+		next = 0
+		if room >= 4 {
+			next = int64(1) << (bits.Len64(uint64(room)) - 1)
+		}
+	}
+	if next < last.capacity {
 		s.full.Store(true)
 		return
 	}

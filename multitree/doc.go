@@ -110,8 +110,9 @@
 //   - The filter of changed keys takes 2 bytes per key changed since the
 //     snapshot (16 bits at a filter's capacity, in filters of 8 KiB and up),
 //     twice that during a background rewrite, which fills the next one
-//     beside it; past 32 MiB a tree's filter stops growing and reports every
-//     key, so reads descend as they would without it.
+//     beside it; past about 10 million keys (21 MiB; the bound is 32 MiB) a
+//     tree's filter stops growing and reports every key, so reads descend
+//     as they would without it.
 //   - A read view, a background rewrite and every published version share
 //     those nodes with the working trees (copy-on-write): taking a view or
 //     starting a rewrite copies nothing.
