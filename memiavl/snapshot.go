@@ -19,7 +19,7 @@ func NewFromSnapshot(s *snapshot.Snapshot, opts Options) (*Tree, error) {
 		return nil, err
 	}
 	t := &Tree{pers: persisted{s: s}, root: nilRef, version: s.Version(), initial: opts.InitialVersion,
-		touched: newTouchSet(s.Version(), 0)}
+		touched: newTouchSet(s.Version(), int64(s.LeafCount()/4))}
 	if r, ok := s.Root(); ok {
 		t.root = ref{p: r}
 	}

@@ -33,7 +33,6 @@ type touchSet struct {
 	from   int64 // changes of versions after from are recorded
 	chain  atomic.Pointer[[]*touchBloom]
 	added  atomic.Int64 // keys added to the last filter
-	keys   atomic.Int64 // keys added in all, a size hint for the next set
 	full   atomic.Bool
 	growMu sync.Mutex
 }
@@ -100,23 +99,34 @@ func (s *touchSet) mayContain(h uint64) bool {
 	return false
 }
 
-// add records the key of hash h.
+// add records the key of hash h. It reads and sets one word: a key the
+// last filter reports already (a key changed again, mostly) is not counted
+// against its capacity; one of an earlier filter is added again.
 func (s *touchSet) add(h uint64) {
 	if s.full.Load() {
 		return
 	}
 	chain := *s.chain.Load()
-	for _, b := range chain {
-		if b.has(h) {
-			return // reported already: a repeated change costs no room
-		}
-	}
 	last := chain[len(chain)-1]
-	atomic.OrUint64(last.word(h), touchMask(h))
-	s.keys.Add(1)
+	w, m := last.word(h), touchMask(h)
+	if atomic.LoadUint64(w)&m == m {
+		return
+	}
+	atomic.OrUint64(w, m)
 	if s.added.Add(1) >= last.capacity {
 		s.grow(last)
 	}
+}
+
+// keys returns about how many keys were added, a size hint for the next
+// set: every filter but the last holds its capacity.
+func (s *touchSet) keys() int64 {
+	chain := *s.chain.Load()
+	n := s.added.Load()
+	for _, b := range chain[:len(chain)-1] {
+		n += b.capacity
+	}
+	return n
 }
 
 // grow adds a filter after last, or makes the set full when that would

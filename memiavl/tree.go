@@ -154,7 +154,7 @@ func (t *Tree) StartNextTouches() bool {
 	}
 	var hint int64
 	if t.touched != nil {
-		hint = t.touched.keys.Load()
+		hint = t.touched.keys()
 	}
 	t.next = newTouchSet(t.version, hint)
 	return true
