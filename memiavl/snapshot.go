@@ -10,6 +10,11 @@ import (
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
+// maxSnapshotTouchHint bounds the first filter of changed keys that a tree
+// opened on a snapshot sizes by the snapshot (2 MiB): a quarter of a very
+// large store's keys would allocate up to the filter's whole bound at open.
+const maxSnapshotTouchHint = 1 << 20
+
 // NewFromSnapshot returns a tree at the snapshot's version whose nodes are
 // read from the snapshot. Mutations copy only the path they touch. The
 // snapshot must stay open while the tree or any of its copies is in use; the
@@ -19,7 +24,7 @@ func NewFromSnapshot(s *snapshot.Snapshot, opts Options) (*Tree, error) {
 		return nil, err
 	}
 	t := &Tree{pers: persisted{s: s}, root: nilRef, version: s.Version(), initial: opts.InitialVersion,
-		touched: newTouchSet(s.Version(), int64(s.LeafCount()/4))}
+		touched: newTouchSet(s.Version(), int64(min(s.LeafCount()/4, maxSnapshotTouchHint)))}
 	if r, ok := s.Root(); ok {
 		t.root = ref{p: r}
 	}
