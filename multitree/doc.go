@@ -108,7 +108,8 @@
 //     old snapshots therefore runs one garbage collection (runtime.GC) per
 //     background switch, which keeps the peak near the live heap.
 //   - The filter of changed keys takes 2 bytes per key changed since the
-//     snapshot (16 bits at a filter's capacity, in filters of 8 KiB and up),
+//     snapshot (16 bits at a filter's capacity; after Open the first is
+//     sized for a quarter of the snapshot's keys, 8 KiB to 2 MiB),
 //     twice that during a background rewrite, which fills the next one
 //     beside it; past about 10 million keys (21 MiB; the bound is 32 MiB) a
 //     tree's filter stops growing and reports every key, so reads descend
