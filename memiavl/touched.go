@@ -10,25 +10,26 @@ import (
 
 // touchSet is a filter of the keys a tree has changed since a version: a key
 // never given to add certainly has not changed; a key mayContain reports
-// may have (false positives are rare, about 0.5% per filter at its capacity,
-// and only cost a read its shortcut). A tree on a snapshot keeps one for the keys changed since the
-// snapshot, so that a point read of any other key goes straight to the
-// snapshot's lookup table instead of descending the in-memory nodes above it
-// (see Tree.get).
+// may have (false positives are rare, about 0.5% per filter at its
+// capacity, and only cost a read its shortcut). A tree on a snapshot keeps
+// one for the keys changed since the snapshot, so that a point read of any
+// other key goes straight to the snapshot's lookup table instead of
+// descending the in-memory nodes above it (see Tree.get).
 //
 // It is a chain of blocked Bloom filters: each key sets 4 bits of one 64-bit
 // word, 16 bits per key at a filter's capacity. When the last filter is
-// full a filter 8 times larger is added (a read asks each filter: a set
-// sized by a hint, as the next one is, usually has one); filters are never cleared nor
-// removed, so a key once reported stays reported. The writers of a tree and
-// of its copies may add concurrently, and readers on any goroutine may ask
-// meanwhile: the words are read and set atomically and the chain is
-// replaced, never changed, under mu. A key added for a version happens
-// before that version's commit, which happens before any read of it, so a
-// reader sees every key changed up to the version it reads.
+// full a filter 8 times larger is added; a read asks each filter, so a set
+// is sized ahead where it can (by its snapshot's size, or by the set of the
+// interval before). Filters are never cleared nor removed, so a key once
+// reported stays reported. The writers of a tree and of its copies may add
+// concurrently, and readers on any goroutine may ask meanwhile: the words
+// are read and set atomically, and the chain is replaced, never changed,
+// under growMu. A key added for a version happens before that version's
+// commit, which happens before any read of it, so a reader sees every key
+// changed up to the version it reads.
 //
-// Memory is bounded: past maxTouchWords words in all the set is full and
-// reports every key.
+// Memory is bounded: when no further filter fits in maxTouchWords words
+// the set is full and reports every key.
 type touchSet struct {
 	from   int64 // changes of versions after from are recorded
 	chain  atomic.Pointer[[]*touchBloom]

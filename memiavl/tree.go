@@ -143,10 +143,10 @@ func (t *Tree) record(key []byte) {
 // StartNextTouches starts a second record of changed keys, of those changed
 // after the last saved version, for the tree that Rebase makes of a later
 // version of this one onto a snapshot of this version (or a later one): its
-// point reads of keys unchanged since that snapshot then go straight to it. It reports
-// false and records nothing when the tree has unsaved changes, which the
-// new record would miss; a rebased tree without a record reads correctly,
-// only more slowly. Copies taken afterwards share the record.
+// point reads of keys unchanged since that snapshot then go straight to it.
+// It reports false and records nothing when the tree has unsaved changes,
+// which the new record would miss; a rebased tree without a record reads
+// correctly, only more slowly. Copies taken afterwards share the record.
 func (t *Tree) StartNextTouches() bool {
 	if t.dirty {
 		t.next = nil
