@@ -1,0 +1,124 @@
+package memiavl_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand"
+	"path/filepath"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
+)
+
+// TestCopiesReadTheirVersion: point reads give every copy its own version's
+// values while the tree goes on changing the same keys, on a snapshot too
+// (where the copies share the tree's filter of changed keys), and a copy
+// that is changed itself reads its own changes, not the tree's.
+func TestCopiesReadTheirVersion(t *testing.T) {
+	for _, onSnapshot := range []bool{false, true} {
+		t.Run(fmt.Sprintf("snapshot=%v", onSnapshot), func(t *testing.T) {
+			r := rand.New(rand.NewSource(int64(len(t.Name()))))
+			keys := make([][]byte, 400)
+			for i := range keys {
+				keys[i] = []byte(fmt.Sprintf("k%05d", i))
+			}
+			tr, err := memiavl.New(memiavl.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			state := map[string]string{}
+			for i := 0; i < len(keys); i += 2 {
+				v := fmt.Sprintf("v0-%d", i)
+				if _, err := tr.Set(keys[i], []byte(v)); err != nil {
+					t.Fatal(err)
+				}
+				state[string(keys[i])] = v
+			}
+			if _, _, err := tr.SaveVersion(); err != nil {
+				t.Fatal(err)
+			}
+			if onSnapshot {
+				dir := filepath.Join(t.TempDir(), "s")
+				if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
+					t.Fatal(err)
+				}
+				s, err := snapshot.Open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				if tr, err = memiavl.NewFromSnapshot(s, memiavl.Options{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			type held struct {
+				tree  *memiavl.Tree
+				state map[string]string
+			}
+			var copies []held
+			check := func(what string, tr *memiavl.Tree, want map[string]string) {
+				t.Helper()
+				for _, k := range keys {
+					got, err := tr.Get(k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					w, ok := want[string(k)]
+					if ok != (got != nil) || string(got) != w {
+						t.Fatalf("%s: Get(%s) = %q, want %q (present %v)", what, k, got, w, ok)
+					}
+				}
+			}
+			for v := 2; v <= 40; v++ {
+				// a few keys change every version, again and again
+				for j := 0; j < 30; j++ {
+					k := keys[r.Intn(len(keys)/4)] // a hot quarter
+					if r.Intn(4) == 0 {
+						if _, err := tr.Remove(k); err != nil {
+							t.Fatal(err)
+						}
+						delete(state, string(k))
+					} else {
+						val := fmt.Sprintf("v%d-%d", v, j)
+						if _, err := tr.Set(k, []byte(val)); err != nil {
+							t.Fatal(err)
+						}
+						state[string(k)] = val
+					}
+				}
+				check(fmt.Sprintf("working version %d", v), tr, state)
+				if _, _, err := tr.SaveVersion(); err != nil {
+					t.Fatal(err)
+				}
+				copies = append(copies, held{tr.Copy(), maps.Clone(state)})
+				for i, c := range copies {
+					check(fmt.Sprintf("copy %d at version %d", i, v), c.tree, c.state)
+				}
+			}
+			// a copy changed on its own reads its changes, of keys the
+			// tree changed just before too
+			c := copies[len(copies)-3]
+			for _, k := range keys[:len(keys)/4] {
+				if r.Intn(2) == 0 {
+					if _, err := c.tree.Remove(k); err != nil {
+						t.Fatal(err)
+					}
+					delete(c.state, string(k))
+				} else {
+					if _, err := c.tree.Set(k, []byte("copy")); err != nil {
+						t.Fatal(err)
+					}
+					c.state[string(k)] = "copy"
+				}
+			}
+			check("changed copy", c.tree, c.state)
+			if _, _, err := c.tree.SaveVersion(); err != nil {
+				t.Fatal(err)
+			}
+			check("changed copy, saved", c.tree, c.state)
+			check("tree beside the changed copy", tr, state)
+		})
+	}
+}
