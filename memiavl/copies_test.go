@@ -1,7 +1,6 @@
 package memiavl_test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"math/rand"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
-	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
 // TestCopiesReadTheirVersion: point reads give every copy its own version's
@@ -40,18 +38,7 @@ func TestCopiesReadTheirVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			if onSnapshot {
-				dir := filepath.Join(t.TempDir(), "s")
-				if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
-					t.Fatal(err)
-				}
-				s, err := snapshot.Open(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				if tr, err = memiavl.NewFromSnapshot(s, memiavl.Options{}); err != nil {
-					t.Fatal(err)
-				}
+				tr = reopen(t, tr, filepath.Join(t.TempDir(), "s"))
 			}
 			type held struct {
 				tree  *memiavl.Tree

@@ -32,39 +32,40 @@ func (p persisted) check(err error) {
 // the value through the lookup table (one table slot and the key's bytes),
 // or by binary search in a snapshot without one (format version 1).
 func (p persisted) get(r pref, key []byte) ([]byte, error) {
-	i, v, found, err := p.s.Lookup(key)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	if !found {
-		return nil, nil
+	i, v, err := p.lookup(key, snapshot.KeyHash(key))
+	if v == nil || err != nil {
+		return nil, err
 	}
 	if lo, hi := p.leafRange(r); i < lo || i >= hi {
 		return nil, nil
 	}
-	if v == nil {
-		v = emptyValue // a present key with an empty value in an empty data file
-	}
 	return v, nil
 }
-
-var emptyValue = []byte{}
 
 // getHashed looks key, of hash h (snapshot.KeyHash), up in the whole
 // snapshot, and returns its value and whether it was found.
 func (p persisted) getHashed(key []byte, h uint64) ([]byte, bool, error) {
-	_, v, found, err := p.s.LookupHashed(key, h)
+	_, v, err := p.lookup(key, h)
+	return v, v != nil, err
+}
+
+// lookup returns the leaf index and value of key, of hash h, in the whole
+// snapshot; the value is nil when the snapshot does not hold the key.
+func (p persisted) lookup(key []byte, h uint64) (uint64, []byte, error) {
+	i, v, found, err := p.s.LookupHashed(key, h)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return 0, nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if !found {
-		return nil, false, nil
+		return 0, nil, nil
 	}
 	if v == nil {
-		v = emptyValue
+		v = emptyValue // a present key with an empty value in an empty data file
 	}
-	return v, true, nil
+	return i, v, nil
 }
+
+var emptyValue = []byte{}
 
 func (p persisted) isLeaf(r pref) bool { return r.IsLeaf() }
 
