@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync/atomic"
+	"unsafe"
 
+	"github.com/seed-6dfbb450/memiavl/internal/prefetch"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
@@ -193,7 +195,6 @@ type snapshotWriter struct {
 	bulk  bool              // subtrees of t's snapshot are copied with AddSubtree
 	split bool              // see WithSplit
 	spawn func(task func()) // see WithSplitRunner
-	sink  uint64            // see touchBelow
 }
 
 // bulkCopy enables AddSubtree for unchanged subtrees, and bulkMaxLeaves
@@ -207,16 +208,17 @@ var (
 )
 
 // prefetchDepth is how many levels below the node being written the walk
-// touches in-memory nodes ahead of writing them (see touchBelow).
+// prefetches in-memory nodes ahead of writing them (see touchBelow).
 const prefetchDepth = 3
 
-// touchBelow touches the in-memory nodes depth levels below n: the first
-// word of each and, for a leaf, the first bytes of its key and value. The
-// walk is bound by memory latency, one miss per node and two per leaf when
-// each is reached; these loads do not depend on each other, so the
-// processor fetches them while the walk goes on, and every node is touched
-// once, by its ancestor depth levels up, before it is written. The nodes
-// between are already cached, touched earlier.
+// touchBelow prefetches the in-memory nodes depth levels below n and, for
+// the leaves one level above those, the first bytes of their keys and
+// values. The walk is bound by memory latency, a miss per node and two per
+// leaf when each is reached; prefetches do not wait for the lines they ask
+// for, so the misses overlap each other and the walk. Every node is
+// prefetched once, by its ancestor depth levels up, before it is written,
+// and a leaf's key and value once its node has had a level's time to arrive.
+// The nodes between are already cached, read by earlier calls.
 func (sw *snapshotWriter) touchBelow(n *node, depth int) {
 	if n.height == 0 {
 		return
@@ -226,18 +228,19 @@ func (sw *snapshotWriter) touchBelow(n *node, depth int) {
 			continue
 		}
 		if depth > 1 {
-			sw.touchBelow(c, depth-1)
+			if c.height > 0 {
+				sw.touchBelow(c, depth-1)
+			} else if depth == 2 {
+				prefetch.Line(unsafe.Pointer(unsafe.StringData(c.k)))
+				prefetch.Line(unsafe.Pointer(unsafe.StringData(c.valueStr())))
+			}
 			continue
 		}
-		sw.sink += uint64(c.height) + uint64(c.version)
-		if c.height == 0 {
-			if len(c.k) > 0 {
-				sw.sink += uint64(c.k[0])
-			}
-			if v := c.valueStr(); len(v) > 0 {
-				sw.sink += uint64(v[0])
-			}
-		}
+		// a node spans two or three cache lines; the write reads them all
+		p := unsafe.Pointer(c)
+		prefetch.Line(p)
+		prefetch.Line(unsafe.Add(p, 64))
+		prefetch.Line(unsafe.Add(p, unsafe.Sizeof(node{})-1))
 	}
 }
 

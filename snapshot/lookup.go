@@ -9,10 +9,12 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
+	"github.com/seed-6dfbb450/memiavl/internal/prefetch"
 )
 
 // The lookup file (format version 2) is a hash table from keys to leaf
@@ -198,7 +200,6 @@ type lookupBuilder struct {
 	f       *os.File
 	buf     *bufio.Writer
 	scratch [lookupBuildRecord]byte
-	touched byte // see buildWhole
 }
 
 // lookupBuildRecord is the size of a leaf's record in the scratch file: the
@@ -357,24 +358,23 @@ func (b *lookupBuilder) scanChunks(n uint64, f func(first uint64, recs []byte) e
 	return nil
 }
 
-// lookupAhead is how many leaves ahead buildWhole reads the home slot of
-// the leaf it will insert: the reads of a table larger than the caches miss,
-// and reads issued apart from the insertions that depend on them overlap.
+// lookupAhead is how many leaves ahead buildWhole prefetches the home slot
+// of the leaf it will insert: the reads of a table larger than the caches
+// miss, and fetches issued ahead of the insertions that need them overlap.
 const lookupAhead = 16
 
 // buildWhole builds the table in memory, inserting the leaves in leaf
 // order, and writes it with one call.
 func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64, pace *pacer) (uint32, error) {
 	table := make([]byte, slots*LookupEntrySize)
-	var touched byte
 	if err := b.scanChunks(n, func(first uint64, recs []byte) error {
 		m := len(recs) / lookupBuildRecord
 		for j := 0; j < min(lookupAhead, m); j++ {
-			touched |= table[lookupHome(binary.LittleEndian.Uint64(recs[j*lookupBuildRecord:]), slots)*LookupEntrySize]
+			prefetch.Line(unsafe.Pointer(&table[lookupHome(binary.LittleEndian.Uint64(recs[j*lookupBuildRecord:]), slots)*LookupEntrySize]))
 		}
 		for j := 0; j < m; j++ {
 			if a := j + lookupAhead; a < m {
-				touched |= table[lookupHome(binary.LittleEndian.Uint64(recs[a*lookupBuildRecord:]), slots)*LookupEntrySize]
+				prefetch.Line(unsafe.Pointer(&table[lookupHome(binary.LittleEndian.Uint64(recs[a*lookupBuildRecord:]), slots)*LookupEntrySize]))
 			}
 			e := recs[j*lookupBuildRecord : (j+1)*lookupBuildRecord]
 			h := binary.LittleEndian.Uint64(e)
@@ -389,7 +389,6 @@ func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64, pace *pacer) (ui
 	}); err != nil {
 		return 0, err
 	}
-	b.touched = touched // keeps the reads ahead from being dropped
 	if err := pace.wait(len(table)); err != nil {
 		return 0, err
 	}
