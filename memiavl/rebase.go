@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"unsafe"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
+	"github.com/seed-6dfbb450/memiavl/internal/prefetch"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
@@ -293,6 +295,7 @@ func (g *grafter) graft(r ref) ref {
 		c.k = string(n.key()) // copies
 		c.setValue(string(n.value()))
 	} else {
+		g.prefetchBelow(n, prefetchDepth)
 		c.left = g.graft(n.left)
 		c.right = g.graft(n.right)
 		if old != nil && old.Holds(n.key()) {
@@ -310,6 +313,66 @@ func (g *grafter) graft(r ref) ref {
 	rb.copies.add(c)
 	n.snap = uint32(rb.copies.n)
 	return memRef(c)
+}
+
+// prefetchBelow prefetches what graft reads next below the in-memory
+// branch n, which it copies: the lines of the in-memory nodes depth levels
+// down, below nodes it copies too; and for the children one level above
+// those, whose nodes an earlier call prefetched, the records that graft
+// reads for them: the new snapshot's record of a written node, the old and
+// the new snapshot's records of a node of the old snapshot, and the key and
+// value of a leaf it may copy. See touchBelow for why this pays.
+func (g *grafter) prefetchBelow(n *node, depth int) {
+	rb := g.rb
+	for _, c := range [2]ref{n.left, n.right} {
+		if depth > 1 {
+			if depth == 2 {
+				g.prefetchChild(c)
+			}
+			if c.n != nil && c.n.height > 0 && c.n.version > rb.version {
+				g.prefetchBelow(c.n, depth-1)
+			}
+			continue
+		}
+		if c.n != nil {
+			prefetchNode(c.n)
+		}
+	}
+}
+
+// prefetchChild prefetches the records graft reads for r when depth is 2
+// in prefetchBelow: only the level its node has had time to arrive.
+func (g *grafter) prefetchChild(r ref) {
+	rb := g.rb
+	switch n := r.n; {
+	case n == nil:
+		if r.isNil() {
+			return
+		}
+		g.t.pers.s.Prefetch(r.p)
+		runs := rb.m.branches
+		if r.p.IsLeaf() {
+			runs = rb.m.leaves
+		}
+		if i, ok := lookupRun(runs, r.p.Index()); ok {
+			np := snapshot.BranchRef(i)
+			if r.p.IsLeaf() {
+				np = snapshot.LeafRef(i)
+			}
+			rb.base.pers.s.Prefetch(np)
+		}
+	case n.version <= rb.m.version:
+		if n.snap != 0 {
+			np := snapshot.BranchRef(uint64(n.snap - 1))
+			if n.height == 0 {
+				np = snapshot.LeafRef(uint64(n.snap - 1))
+			}
+			rb.base.pers.s.Prefetch(np)
+		}
+	case n.height == 0 && n.version > rb.version:
+		prefetch.Line(unsafe.Pointer(unsafe.StringData(n.k)))
+		prefetch.Line(unsafe.Pointer(unsafe.StringData(n.valueStr())))
+	}
 }
 
 // copyList is a Rebaser's copies, in chunks: appending never moves the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
@@ -211,15 +212,23 @@ var (
 // prefetches in-memory nodes ahead of writing them (see touchBelow).
 const prefetchDepth = 3
 
-// touchBelow prefetches the in-memory nodes depth levels below n and, for
-// the leaves one level above those, the first bytes of their keys and
-// values. The walk is bound by memory latency, a miss per node and two per
-// leaf when each is reached; prefetches do not wait for the lines they ask
-// for, so the misses overlap each other and the walk. Every node is
-// prefetched once, by its ancestor depth levels up, before it is written,
-// and a leaf's key and value once its node has had a level's time to arrive.
-// The nodes between are already cached, read by earlier calls.
+// touchBelow prefetches the in-memory nodes depth levels below n and the
+// keys and values of the leaves one level above those (see prefetchBelow).
+// The walk is bound by memory latency, a miss per node and two per leaf
+// when each is reached; prefetches do not wait for the lines they ask for,
+// so the misses overlap each other and the walk. Every node is prefetched
+// once, by its ancestor depth levels up, before it is written. The nodes
+// between are already cached, read by earlier calls.
 func (sw *snapshotWriter) touchBelow(n *node, depth int) {
+	prefetchBelow(n, depth, math.MinInt64)
+}
+
+// prefetchBelow prefetches the cache lines of the in-memory nodes depth
+// levels below n, and the first bytes of the keys and values of the
+// in-memory leaves depth-1 levels below it, whose nodes an earlier call
+// prefetched. It goes down only through nodes of versions later than
+// after, the ones the caller's walk descends into.
+func prefetchBelow(n *node, depth int, after int64) {
 	if n.height == 0 {
 		return
 	}
@@ -229,19 +238,26 @@ func (sw *snapshotWriter) touchBelow(n *node, depth int) {
 		}
 		if depth > 1 {
 			if c.height > 0 {
-				sw.touchBelow(c, depth-1)
+				if c.version > after {
+					prefetchBelow(c, depth-1, after)
+				}
 			} else if depth == 2 {
 				prefetch.Line(unsafe.Pointer(unsafe.StringData(c.k)))
 				prefetch.Line(unsafe.Pointer(unsafe.StringData(c.valueStr())))
 			}
 			continue
 		}
-		// a node spans two or three cache lines; the write reads them all
-		p := unsafe.Pointer(c)
-		prefetch.Line(p)
-		prefetch.Line(unsafe.Add(p, 64))
-		prefetch.Line(unsafe.Add(p, unsafe.Sizeof(node{})-1))
+		prefetchNode(c)
 	}
+}
+
+// prefetchNode prefetches the cache lines of n: a node spans two or three,
+// and the walks read them all.
+func prefetchNode(n *node) {
+	p := unsafe.Pointer(n)
+	prefetch.Line(p)
+	prefetch.Line(unsafe.Add(p, 64))
+	prefetch.Line(unsafe.Add(p, unsafe.Sizeof(node{})-1))
 }
 
 func (sw *snapshotWriter) run(root ref) (err error) {

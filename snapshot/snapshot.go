@@ -25,6 +25,7 @@ import (
 	"github.com/ledgerwatch/erigon-lib/mmap"
 
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
+	"github.com/seed-6dfbb450/memiavl/internal/prefetch"
 )
 
 // Ref refers to a node of a snapshot: a leaf or a branch, and its index. The
@@ -404,6 +405,22 @@ func (s *Snapshot) LeafVersion(i uint64) int64 {
 // LeafHash returns the node hash of leaf i.
 func (s *Snapshot) LeafHash(i uint64) []byte {
 	return s.leafRec(i)[leafOffHash : leafOffHash+HashSize : leafOffHash+HashSize]
+}
+
+// Prefetch asks the processor for node r's record without waiting for it,
+// ahead of a read of its fields; it does nothing for a node out of range
+// or a nil snapshot.
+func (s *Snapshot) Prefetch(r Ref) {
+	if s == nil {
+		return
+	}
+	recs := s.branches
+	if r.IsLeaf() {
+		recs = s.leaves
+	}
+	if i := r.Index(); i < uint64(len(recs))/RecordSize {
+		prefetch.Line(unsafe.Pointer(&recs[i*RecordSize]))
+	}
 }
 
 // BranchHeight returns the height of branch i.

@@ -343,3 +343,39 @@ func copyFiles(files map[string][]byte) map[string][]byte {
 	}
 	return c
 }
+
+// Prefetch is a hint: any node reference, in range or not, of any
+// snapshot, empty or nil, must neither fail nor change what reads return.
+func TestPrefetchAnyRef(t *testing.T) {
+	r := testutil.Rand(t)
+	keys, values := sortedKVs(r, 300)
+	dir := filepath.Join(t.TempDir(), "snap")
+	writeTree(t, dir, r.Int63(), 10, true, keys, values)
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	emptyDir := filepath.Join(t.TempDir(), "empty")
+	writeTree(t, emptyDir, 1, 5, false, nil, nil)
+	empty, err := Open(emptyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Close()
+	n, b := s.LeafCount(), s.BranchCount()
+	refs := []Ref{LeafRef(0), LeafRef(n - 1), LeafRef(n), LeafRef(1 << 39),
+		BranchRef(0), BranchRef(b - 1), BranchRef(b), BranchRef(1 << 39)}
+	var none *Snapshot
+	for _, ref := range refs {
+		s.Prefetch(ref)
+		empty.Prefetch(ref)
+		none.Prefetch(ref)
+	}
+	for i, k := range keys {
+		_, v, found, err := s.Lookup(k)
+		if err != nil || !found || !bytes.Equal(v, values[i]) {
+			t.Fatalf("key %d after the prefetches: %x %v %v", i, v, found, err)
+		}
+	}
+}
