@@ -367,6 +367,14 @@ const lookupAhead = 16
 // order, and writes it with one call.
 func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64, pace *pacer) (uint32, error) {
 	table := make([]byte, slots*LookupEntrySize)
+	// A fresh allocation of this size is memory the process has not
+	// touched: the insertions' first read of a page would map the shared
+	// zero page and their first write replace it, a second fault whose TLB
+	// flush interrupts every other processor running the process. A write
+	// to each page first gets it in one fault.
+	for i := 0; i < len(table); i += 4096 {
+		table[i] = 0
+	}
 	if err := b.scanChunks(n, func(first uint64, recs []byte) error {
 		m := len(recs) / lookupBuildRecord
 		for j := 0; j < min(lookupAhead, m); j++ {

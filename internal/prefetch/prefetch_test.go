@@ -5,8 +5,8 @@ import (
 	"unsafe"
 )
 
-// Line must accept any address without faulting or changing memory: nil,
-// the start and end of live memory, and one past the end of it.
+// Line must accept any address and return without faulting or changing
+// memory: nil, the start and end of live memory, and one past its end.
 func TestLineNeverFaults(t *testing.T) {
 	buf := make([]byte, 4096)
 	for i := range buf {
