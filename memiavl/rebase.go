@@ -321,7 +321,8 @@ func (g *grafter) graft(r ref) ref {
 // those, whose nodes an earlier call prefetched, the records that graft
 // reads for them: the new snapshot's record of a written node, the old and
 // the new snapshot's records of a node of the old snapshot, and the key and
-// value of a leaf it may copy. See touchBelow for why this pays.
+// value of a leaf it may copy. The function prefetchBelow (snapshot.go)
+// says why this pays.
 func (g *grafter) prefetchBelow(n *node, depth int) {
 	rb := g.rb
 	for _, c := range [2]ref{n.left, n.right} {

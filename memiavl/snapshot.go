@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
@@ -208,27 +207,19 @@ var (
 	bulkMaxLeaves = uint64(1 << 16)
 )
 
-// prefetchDepth is how many levels below the node being written the walk
-// prefetches in-memory nodes ahead of writing them (see touchBelow).
+// prefetchDepth is how many levels below the node being written or rebased
+// the walks prefetch in-memory nodes (see prefetchBelow).
 const prefetchDepth = 3
 
-// touchBelow prefetches the in-memory nodes depth levels below n and the
-// keys and values of the leaves one level above those (see prefetchBelow).
-// The walk is bound by memory latency, a miss per node and two per leaf
-// when each is reached; prefetches do not wait for the lines they ask for,
-// so the misses overlap each other and the walk. Every node is prefetched
-// once, by its ancestor depth levels up, before it is written. The nodes
-// between are already cached, read by earlier calls.
-func (sw *snapshotWriter) touchBelow(n *node, depth int) {
-	prefetchBelow(n, depth, math.MinInt64)
-}
-
 // prefetchBelow prefetches the cache lines of the in-memory nodes depth
-// levels below n, and the first bytes of the keys and values of the
-// in-memory leaves depth-1 levels below it, whose nodes an earlier call
-// prefetched. It goes down only through nodes of versions later than
-// after, the ones the caller's walk descends into.
-func prefetchBelow(n *node, depth int, after int64) {
+// levels below n and the first bytes of the keys and values of the leaves
+// one level above those, whose nodes an earlier call prefetched. The
+// snapshot write's walk is bound by memory latency, a miss per node and two
+// per leaf when each is reached; prefetches do not wait for the lines they
+// ask for, so the misses overlap each other and the walk. Every node is
+// prefetched once, by its ancestor depth levels up, before it is written.
+// The nodes between are already cached, read by earlier calls.
+func prefetchBelow(n *node, depth int) {
 	if n.height == 0 {
 		return
 	}
@@ -238,9 +229,7 @@ func prefetchBelow(n *node, depth int, after int64) {
 		}
 		if depth > 1 {
 			if c.height > 0 {
-				if c.version > after {
-					prefetchBelow(c, depth-1, after)
-				}
+				prefetchBelow(c, depth-1)
 			} else if depth == 2 {
 				prefetch.Line(unsafe.Pointer(unsafe.StringData(c.k)))
 				prefetch.Line(unsafe.Pointer(unsafe.StringData(c.valueStr())))
@@ -265,7 +254,7 @@ func (sw *snapshotWriter) run(root ref) (err error) {
 	defer recoverCorrupt(&err, sw.t.pers.s)
 	if n := root.n; n != nil {
 		for d := 1; d < prefetchDepth; d++ {
-			sw.touchBelow(n, d) // the levels the walk does not touch ahead
+			prefetchBelow(n, d) // the levels the walk does not prefetch ahead
 		}
 		if sw.split && n.height > 0 && n.size >= splitMinLeaves {
 			return sw.writeSplit(n)
@@ -391,7 +380,7 @@ func (sw *snapshotWriter) write(r ref) error {
 		return nil
 	}
 	if r.n != nil {
-		sw.touchBelow(r.n, prefetchDepth)
+		prefetchBelow(r.n, prefetchDepth)
 	}
 	if err := sw.write(t.leftOf(r)); err != nil {
 		return err
