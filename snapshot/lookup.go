@@ -430,6 +430,13 @@ type lookupLeaf struct{ home, leaf, h, off uint64 }
 // sort the leaves into them: larger tables get larger windows.
 const maxLookupWindows = 256
 
+// lookupPartitionBuffer is the memory the buffers that sort the leaves into
+// windows share (4 MiB, half the largest table built whole): the fewer the
+// windows, the larger each buffer and the fewer the writes to the scratch
+// file, whose cost on this path is per call more than per byte. A variable
+// for tests, which make the buffers fill.
+var lookupPartitionBuffer = uint64(4 << 20)
+
 // partition sorts the n recorded leaves into windows, in two passes over the
 // scratch file: one counts each window's leaves, one writes them.
 func (b *lookupBuilder) partition(n, slots uint64) (*lookupWindows, error) {
@@ -449,8 +456,10 @@ func (b *lookupBuilder) partition(n, slots uint64) (*lookupWindows, error) {
 	if w.f, err = os.OpenFile(b.f.Name()+".windows", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	// each window's leaves go through a buffer of their own
-	const bufRecords = 170 // about 4 KiB
+	// Each window's leaves go through a buffer of their own, flushed with
+	// one write when full: lookupPartitionBuffer bytes in all, but at
+	// least about 4 KiB each.
+	bufRecords := max(170, lookupPartitionBuffer/lookupBucketRecord/w.count)
 	bufs := make([]byte, w.count*bufRecords*lookupBucketRecord)
 	used := make([]uint64, w.count)
 	pos := append([]uint64(nil), w.starts[:w.count]...)

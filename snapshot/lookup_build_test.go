@@ -33,10 +33,12 @@ func referenceLookup(hashes, offs []uint64) []byte {
 // buildLookup builds the table of hashes and offs with lookupBuilder, window
 // slots at a time (0: whole), and returns it and the checksum build
 // reported.
-func buildLookup(t *testing.T, dir string, hashes, offs []uint64, window uint64) ([]byte, uint32) {
+func buildLookup(t *testing.T, dir string, hashes, offs []uint64, window, partBuf uint64) ([]byte, uint32) {
 	t.Helper()
-	defer func(w, m uint64) { lookupWindow, lookupWholeMax = w, m }(lookupWindow, lookupWholeMax)
-	lookupWindow, lookupWholeMax = window, 0
+	defer func(w, m, p uint64) {
+		lookupWindow, lookupWholeMax, lookupPartitionBuffer = w, m, p
+	}(lookupWindow, lookupWholeMax, lookupPartitionBuffer)
+	lookupWindow, lookupWholeMax, lookupPartitionBuffer = window, 0, partBuf
 	if window == 0 {
 		lookupWholeMax = math.MaxUint64
 	}
@@ -81,13 +83,21 @@ func TestLookupBuild(t *testing.T) {
 			offs[i] = r.Uint64() >> 1
 		}
 		want := referenceLookup(hashes, offs)
+		// the windows' buffers as sized, and as small as they get, so
+		// that they fill and flush while the leaves are sorted
+		partBufs := []uint64{lookupPartitionBuffer}
+		if len(hashes) > 1000 {
+			partBufs = append(partBufs, 0)
+		}
 		for _, w := range windows {
-			got, crc := buildLookup(t, dir, hashes, offs, w)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s, %d keys, window %d: table differs from leaf-order insertion\n got %x\nwant %x", name, len(hashes), w, got, want)
-			}
-			if c := crc32.Update(0, crcTable, want); crc != c {
-				t.Fatalf("%s, %d keys, window %d: checksum %08x, want %08x", name, len(hashes), w, crc, c)
+			for _, pb := range partBufs {
+				got, crc := buildLookup(t, dir, hashes, offs, w, pb)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s, %d keys, window %d, buffers %d: table differs from leaf-order insertion\n got %x\nwant %x", name, len(hashes), w, pb, got, want)
+				}
+				if c := crc32.Update(0, crcTable, want); crc != c {
+					t.Fatalf("%s, %d keys, window %d, buffers %d: checksum %08x, want %08x", name, len(hashes), w, pb, crc, c)
+				}
 			}
 		}
 	}
