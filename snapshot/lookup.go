@@ -458,8 +458,12 @@ func (b *lookupBuilder) partition(n, slots uint64) (*lookupWindows, error) {
 	}
 	// Each window's leaves go through a buffer of their own, flushed with
 	// one write when full: lookupPartitionBuffer bytes in all, but at
-	// least about 4 KiB each.
-	bufRecords := max(170, lookupPartitionBuffer/lookupBucketRecord/w.count)
+	// least about 4 KiB each, and no more than the largest window holds.
+	most := uint64(1)
+	for k := uint64(0); k < w.count; k++ {
+		most = max(most, w.starts[k+1]-w.starts[k])
+	}
+	bufRecords := min(most, max(170, lookupPartitionBuffer/lookupBucketRecord/w.count))
 	bufs := make([]byte, w.count*bufRecords*lookupBucketRecord)
 	used := make([]uint64, w.count)
 	pos := append([]uint64(nil), w.starts[:w.count]...)
