@@ -244,19 +244,9 @@ func (g *grafter) graft(r ref) ref {
 	rb := g.rb
 	n := r.n
 	if n == nil {
-		var np pref
-		if r.p.IsLeaf() {
-			i, ok := lookupRun(rb.m.leaves, r.p.Index())
-			if !ok {
-				g.fail("%s of the old snapshot was not written", r.p)
-			}
-			np = snapshot.LeafRef(i)
-		} else {
-			i, ok := lookupRun(rb.m.branches, r.p.Index())
-			if !ok {
-				g.fail("%s of the old snapshot was not written", r.p)
-			}
-			np = snapshot.BranchRef(i)
+		np, ok := rb.m.moved(r.p)
+		if !ok {
+			g.fail("%s of the old snapshot was not written", r.p)
 		}
 		return g.mapped(np, g.t.pers.hash(r.p))
 	}
@@ -268,12 +258,7 @@ func (g *grafter) graft(r ref) ref {
 		if n.snap == 0 {
 			g.fail("node of version %d was not written", n.version)
 		}
-		i := uint64(n.snap - 1)
-		np := snapshot.BranchRef(i)
-		if n.height == 0 {
-			np = snapshot.LeafRef(i)
-		}
-		return g.mapped(np, n.hash[:])
+		return g.mapped(writtenRef(n), n.hash[:])
 	case n.height == 0 && !g.holdsOld(n):
 		// a later leaf has no references to move: shared, never copied
 		return memRef(n)
@@ -351,29 +336,37 @@ func (g *grafter) prefetchChild(r ref) {
 			return
 		}
 		g.t.pers.s.Prefetch(r.p)
-		runs := rb.m.branches
-		if r.p.IsLeaf() {
-			runs = rb.m.leaves
-		}
-		if i, ok := lookupRun(runs, r.p.Index()); ok {
-			np := snapshot.BranchRef(i)
-			if r.p.IsLeaf() {
-				np = snapshot.LeafRef(i)
-			}
+		if np, ok := rb.m.moved(r.p); ok {
 			rb.base.pers.s.Prefetch(np)
 		}
 	case n.version <= rb.m.version:
 		if n.snap != 0 {
-			np := snapshot.BranchRef(uint64(n.snap - 1))
-			if n.height == 0 {
-				np = snapshot.LeafRef(uint64(n.snap - 1))
-			}
-			rb.base.pers.s.Prefetch(np)
+			rb.base.pers.s.Prefetch(writtenRef(n))
 		}
 	case n.height == 0 && n.version > rb.version:
 		prefetch.Line(unsafe.Pointer(unsafe.StringData(n.k)))
 		prefetch.Line(unsafe.Pointer(unsafe.StringData(n.valueStr())))
 	}
+}
+
+// moved returns the reference in the written snapshot of node p of the
+// snapshot the write read from, and false if the write did not copy it.
+func (m *NodeMap) moved(p pref) (pref, bool) {
+	if p.IsLeaf() {
+		i, ok := lookupRun(m.leaves, p.Index())
+		return snapshot.LeafRef(i), ok
+	}
+	i, ok := lookupRun(m.branches, p.Index())
+	return snapshot.BranchRef(i), ok
+}
+
+// writtenRef returns the reference in the written snapshot of the
+// in-memory node n, which the write recorded (n.snap is not 0).
+func writtenRef(n *node) pref {
+	if n.height == 0 {
+		return snapshot.LeafRef(uint64(n.snap - 1))
+	}
+	return snapshot.BranchRef(uint64(n.snap - 1))
 }
 
 // copyList is a Rebaser's copies, in chunks: appending never moves the
