@@ -174,6 +174,20 @@ func writeTree(t testing.TB, dir string, seed int64, version int64, random bool,
 // newTreeWriter returns a writer of a snapshot into dir, which the caller
 // aborts at the test's end (a no-op after Finish), and a treeGen over keys
 // streaming into it.
+// writeAndOpen writes a tree as writeTree does into a new temporary
+// directory and opens it, closed when the test ends.
+func writeAndOpen(t testing.TB, seed int64, version int64, random bool, keys, values [][]byte) *Snapshot {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "snap")
+	writeTree(t, dir, seed, version, random, keys, values)
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func newTreeWriter(t testing.TB, dir string, seed int64, version int64, random bool, keys, values [][]byte) (*Writer, *treeGen) {
 	t.Helper()
 	w, err := NewWriter(dir, version)

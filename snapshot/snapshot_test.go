@@ -232,13 +232,7 @@ func TestRef(t *testing.T) {
 func TestZeroAllocs(t *testing.T) {
 	r := testutil.Rand(t)
 	keys, values := sortedKVs(r, 500)
-	dir := filepath.Join(t.TempDir(), "snap")
-	writeTree(t, dir, r.Int63(), 10, true, keys, values)
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := writeAndOpen(t, r.Int63(), 10, true, keys, values)
 	probes := append([][]byte{}, keys...)
 	for _, k := range keys[:50] {
 		probes = append(probes, append(append([]byte{}, k...), 0))
@@ -349,20 +343,8 @@ func copyFiles(files map[string][]byte) map[string][]byte {
 func TestPrefetchAnyRef(t *testing.T) {
 	r := testutil.Rand(t)
 	keys, values := sortedKVs(r, 300)
-	dir := filepath.Join(t.TempDir(), "snap")
-	writeTree(t, dir, r.Int63(), 10, true, keys, values)
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	emptyDir := filepath.Join(t.TempDir(), "empty")
-	writeTree(t, emptyDir, 1, 5, false, nil, nil)
-	empty, err := Open(emptyDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer empty.Close()
+	s := writeAndOpen(t, r.Int63(), 10, true, keys, values)
+	empty := writeAndOpen(t, 1, 5, false, nil, nil)
 	n, b := s.LeafCount(), s.BranchCount()
 	refs := []Ref{LeafRef(0), LeafRef(n - 1), LeafRef(n), LeafRef(1 << 39),
 		BranchRef(0), BranchRef(b - 1), BranchRef(b), BranchRef(1 << 39)}
