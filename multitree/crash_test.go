@@ -9,6 +9,8 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,44 +95,12 @@ func TestCrashRecovery(t *testing.T) {
 		rounds = 5
 	}
 	// reference trees, advanced to the version each reopen lands on
-	ref := newCrashRef()
-	refVersion := int64(0)
+	ref := newCrashRef(seed)
 	lastAcked := int64(0)
 	for round := 0; round < rounds; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
-		cmd.Env = append(os.Environ(), "MEMIAVL_CRASH_DIR="+dir, fmt.Sprintf("MEMIAVL_CRASH_SEED=%d", seed),
+		acked := killChild(t, r, "TestCrashChild", "MEMIAVL_CRASH_DIR="+dir, fmt.Sprintf("MEMIAVL_CRASH_SEED=%d", seed),
 			fmt.Sprintf("MEMIAVL_CRASH_DELAY=%d", round%2))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		acked := make(chan int64, 1024)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				f := strings.Fields(sc.Text())
-				if len(f) == 3 && f[0] == "acked" {
-					v, _ := strconv.ParseInt(f[1], 10, 64)
-					acked <- v
-				} else if len(f) > 0 && f[0] == "error" {
-					t.Errorf("child: %s", sc.Text())
-				}
-			}
-			close(acked)
-		}()
-		time.Sleep(time.Duration(50+r.Intn(500)) * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		for v := range acked {
-			lastAcked = max(lastAcked, v)
-		}
-		if t.Failed() {
-			t.FailNow()
-		}
+		lastAcked = max(lastAcked, acked)
 
 		db, err := Open(dir, Options{})
 		if errors.Is(err, ErrNotFound) && lastAcked == 0 {
@@ -139,45 +109,155 @@ func TestCrashRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: reopen after kill: %v", round, err)
 		}
-		v := checkRecovered(t, db, seed, lastAcked, ref, &refVersion)
+		v := checkRecovered(t, db, lastAcked, ref)
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
 		lastAcked = v
 	}
-	t.Logf("%d kills, final version %d", rounds, refVersion)
+	t.Logf("%d kills, final version %d", rounds, ref.version)
 }
 
-// newCrashRef returns empty reference trees of crashStores for
-// checkRecovered.
-func newCrashRef() map[string]*memiavl.Tree {
-	ref := map[string]*memiavl.Tree{}
-	for _, name := range crashStores {
-		ref[name], _ = memiavl.New(memiavl.Options{})
+// killChild runs the test function child of this binary as a child
+// process with env added to the environment, kills it with SIGKILL after
+// 50 to 550 ms, and returns the last version it printed as acknowledged
+// ("acked <version> <hash>"), 0 if none. A line "error ..." from the child
+// fails the test.
+func killChild(t *testing.T, r *rand.Rand, child string, env ...string) int64 {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	acked := make(chan int64, 1024)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 3 && f[0] == "acked" {
+				v, _ := strconv.ParseInt(f[1], 10, 64)
+				acked <- v
+			} else if len(f) > 0 && f[0] == "error" {
+				t.Errorf("child (%q): %s", env, sc.Text())
+			}
+		}
+		close(acked)
+	}()
+	time.Sleep(time.Duration(50+r.Intn(500)) * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	last := int64(0)
+	for v := range acked {
+		last = max(last, v)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return last
+}
+
+// crashRef is a crash test's reference: the trees of the blocks up to
+// version, built in memory.
+type crashRef struct {
+	trees   map[string]*memiavl.Tree
+	version int64
+	// entry returns what version v logs, given the stores before it.
+	entry func(v int64, stores []string) wal.Entry
+	// past, if not nil, holds copies of the trees at the last versions,
+	// for rollback.
+	past map[int64]map[string]*memiavl.Tree
+}
+
+// newCrashRef returns the reference of the blocks of crashBlock(seed, ...).
+func newCrashRef(seed int64) *crashRef {
+	ref := &crashRef{entry: func(v int64, _ []string) wal.Entry {
+		return wal.Entry{Version: v, ChangeSets: crashBlock(seed, v)}
+	}}
+	ref.reset(crashStores)
 	return ref
 }
 
-// checkRecovered checks a database reopened after a crash or failure of a
-// process that committed crashBlock(seed, ...): it is at lastAcked or
-// later, and its app hash and contents are those of the blocks up to its
-// version, which ref (at version *refVersion) is advanced to. It returns the
-// database's version.
-func checkRecovered(t *testing.T, db *DB, seed, lastAcked int64, ref map[string]*memiavl.Tree, refVersion *int64) int64 {
+// reset empties the reference, back to the given stores at version 0.
+func (ref *crashRef) reset(stores []string) {
+	ref.trees, ref.version = map[string]*memiavl.Tree{}, 0
+	for _, name := range stores {
+		ref.trees[name], _ = memiavl.New(memiavl.Options{})
+	}
+}
+
+// stores returns the reference's store names, sorted.
+func (ref *crashRef) stores() []string {
+	names := make([]string, 0, len(ref.trees))
+	for name := range ref.trees {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// advance applies the blocks after the reference's version up to v.
+func (ref *crashRef) advance(t *testing.T, v int64) {
 	t.Helper()
-	v := db.Version()
-	if v < lastAcked {
-		t.Fatalf("reopened at %d, but %d was acknowledged", v, lastAcked)
-	}
-	if v < *refVersion {
-		t.Fatalf("reopened at %d, before %d found earlier", v, *refVersion)
-	}
-	for ; *refVersion < v; *refVersion++ {
-		if err := applyEntry(ref, wal.Entry{Version: *refVersion + 1, ChangeSets: crashBlock(seed, *refVersion+1)}, true); err != nil {
+	for ; ref.version < v; ref.version++ {
+		if err := applyEntry(ref.trees, ref.entry(ref.version+1, ref.stores()), true); err != nil {
 			t.Fatal(err)
 		}
+		if ref.past != nil {
+			ref.past[ref.version+1] = copyTrees(ref.trees)
+			delete(ref.past, ref.version+1-crashPastVersions)
+		}
 	}
-	want := commitInfo(ref, v).Hash()
+}
+
+// crashPastVersions is how many versions back a crashRef keeps copies of
+// its trees, when it keeps them.
+const crashPastVersions = 64
+
+// rollback takes the reference back to version v: to the copies kept at v,
+// or rebuilt from the first block.
+func (ref *crashRef) rollback(t *testing.T, v int64) {
+	t.Helper()
+	if trees, ok := ref.past[v]; ok {
+		ref.trees, ref.version = copyTrees(trees), v
+		return
+	}
+	ref.reset(crashStores)
+	ref.advance(t, v)
+}
+
+func copyTrees(trees map[string]*memiavl.Tree) map[string]*memiavl.Tree {
+	c := make(map[string]*memiavl.Tree, len(trees))
+	for name, tr := range trees {
+		c[name] = tr.Copy()
+	}
+	return c
+}
+
+// checkRecovered checks a database reopened after a crash or failure of a
+// process that committed ref's blocks: it is at least at minVersion and at
+// the reference's version, and its stores, app hash and contents are those
+// of the blocks up to its version, which ref is advanced to. It returns the
+// database's version.
+func checkRecovered(t *testing.T, db *DB, minVersion int64, ref *crashRef) int64 {
+	t.Helper()
+	v := db.Version()
+	if v < minVersion {
+		t.Fatalf("reopened at %d, but %d was acknowledged", v, minVersion)
+	}
+	if v < ref.version {
+		t.Fatalf("reopened at %d, before %d found earlier", v, ref.version)
+	}
+	ref.advance(t, v)
+	if got, want := db.StoreNames(), ref.stores(); !slices.Equal(got, want) {
+		t.Fatalf("version %d: stores %q, want %q", v, got, want)
+	}
+	want := commitInfo(ref.trees, v).Hash()
 	if got := db.LastCommitInfo().Hash(); !bytes.Equal(got, want) {
 		t.Fatalf("version %d app hash %X, want %X", v, got, want)
 	}
@@ -186,8 +266,8 @@ func checkRecovered(t *testing.T, db *DB, seed, lastAcked int64, ref map[string]
 		t.Fatal(err)
 	}
 	defer view.Release()
-	for _, name := range crashStores {
-		a := ref[name].Iterator(nil, nil, true)
+	for _, name := range ref.stores() {
+		a := ref.trees[name].Iterator(nil, nil, true)
 		b := view.Tree(name).Iterator(nil, nil, true)
 		for ; a.Valid(); a.Next() {
 			if !b.Valid() || !bytes.Equal(a.Key(), b.Key()) || !bytes.Equal(a.Value(), b.Value()) {

@@ -104,8 +104,8 @@ func TestWriteFailure(t *testing.T) {
 	if testing.Short() && !*fullRun {
 		rounds = 4
 	}
-	ref := newCrashRef()
-	refVersion, lastAcked := int64(0), int64(0)
+	ref := newCrashRef(seed)
+	lastAcked := int64(0)
 	failed := 0
 	kinds := map[string]int{}
 	limit := uint64(0)
@@ -172,7 +172,7 @@ func TestWriteFailure(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d (limit %d): reopen: %v", round, roundLimit, err)
 		}
-		v := checkRecovered(t, db, seed, lastAcked, ref, &refVersion)
+		v := checkRecovered(t, db, lastAcked, ref)
 		// the failed rewrites left nothing behind once the writer opened
 		entries, err := os.ReadDir(dir)
 		if err != nil {
@@ -191,5 +191,5 @@ func TestWriteFailure(t *testing.T) {
 	if kinds["log"] == 0 || kinds["rewrite"] == 0 {
 		t.Fatalf("failures %v in %d rounds: the limit must stop both the log and a rewrite", kinds, rounds)
 	}
-	t.Logf("%d rounds, failures %v, final version %d", rounds, kinds, refVersion)
+	t.Logf("%d rounds, failures %v, final version %d", rounds, kinds, ref.version)
 }
