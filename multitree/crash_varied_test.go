@@ -83,11 +83,12 @@ func crashVariedEntry(seed, v int64, stores []string) wal.Entry {
 // test, passed to it in the environment.
 type crashVariedOptions struct {
 	interval, keep, async int
+	maxLogged             int  // SetMaxLoggedEntry if not 0
 	rewrites              bool // RewriteSnapshot after some commits
 }
 
 func (o crashVariedOptions) String() string {
-	return fmt.Sprintf("%d,%d,%d,%v", o.interval, o.keep, o.async, o.rewrites)
+	return fmt.Sprintf("%d,%d,%d,%d,%v", o.interval, o.keep, o.async, o.maxLogged, o.rewrites)
 }
 
 // TestCrashVariedChild is the process that the varied crash test kills.
@@ -100,7 +101,7 @@ func TestCrashVariedChild(t *testing.T) {
 	}
 	seed, _ := strconv.ParseInt(os.Getenv("MEMIAVL_CRASHV_SEED"), 10, 64)
 	var o crashVariedOptions
-	if _, err := fmt.Sscanf(os.Getenv("MEMIAVL_CRASHV_OPTS"), "%d,%d,%d,%t", &o.interval, &o.keep, &o.async, &o.rewrites); err != nil {
+	if _, err := fmt.Sscanf(os.Getenv("MEMIAVL_CRASHV_OPTS"), "%d,%d,%d,%d,%t", &o.interval, &o.keep, &o.async, &o.maxLogged, &o.rewrites); err != nil {
 		fmt.Println("error options:", err)
 		os.Exit(2)
 	}
@@ -109,6 +110,9 @@ func TestCrashVariedChild(t *testing.T) {
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
+	}
+	if o.maxLogged > 0 {
+		SetMaxLoggedEntry(db, o.maxLogged)
 	}
 	fail := func(err error) {
 		fmt.Println("error", err)
@@ -139,8 +143,9 @@ func TestCrashVariedChild(t *testing.T) {
 }
 
 // TestCrashRecoveryVaried kills children that commit with store upgrades,
-// asynchronous logs, background and synchronous snapshot rewrites and
-// random snapshot intervals and retention, and checks every reopen against
+// asynchronous logs, background and synchronous snapshot rewrites, random
+// snapshot intervals and retention, and versions committed by a snapshot
+// (a bound on log entries that the larger blocks pass), and checks every reopen against
 // the reference. Between some rounds it rolls the database back to an
 // earlier version (TargetVersion with Rollback), from which the next child
 // commits the same blocks again.
@@ -161,7 +166,7 @@ func TestCrashRecoveryVaried(t *testing.T) {
 	lastAcked, rollbacks := int64(0), 0
 	for round := 0; round < rounds; round++ {
 		o := crashVariedOptions{interval: []int{2, 3, 5, 8}[r.Intn(4)], keep: r.Intn(3),
-			async: []int{0, 0, 1, 3}[r.Intn(4)], rewrites: r.Intn(2) == 0}
+			async: []int{0, 0, 1, 3}[r.Intn(4)], maxLogged: []int{0, 0, 16 << 10}[r.Intn(3)], rewrites: r.Intn(2) == 0}
 		acked := killChild(t, r, "TestCrashVariedChild", "MEMIAVL_CRASHV_DIR="+dir,
 			fmt.Sprintf("MEMIAVL_CRASHV_SEED=%d", seed), "MEMIAVL_CRASHV_OPTS="+o.String())
 		lastAcked = max(lastAcked, acked)

@@ -79,6 +79,12 @@ type DB struct {
 		lastSnap int64 // version of the newest snapshot written or being written
 	}
 
+	// maxLogged is the largest encoded log entry a Commit appends; a larger
+	// version is committed by a snapshot (snapshotCommitLocked), counted
+	// in snapshotCommits.
+	maxLogged       int
+	snapshotCommits atomic.Int64
+
 	// rebases counts the catch-up rounds and switches of background
 	// rewrites that rebased; rebaseSkips those that could not because the
 	// stores changed, and rebaseErrs rebases that failed; after either the
@@ -136,7 +142,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{dir: dir, opts: opts}
+	db := &DB{dir: dir, opts: opts, maxLogged: wal.MaxEntrySize}
 	db.ctx, db.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -366,7 +372,17 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 		// An empty log or one that starts later is fine only when the
 		// first version to replay is the database's first version.
 		if !(from == 0 && first != 0) {
+			if db.logResumedAfter(from, first) {
+				return fmt.Errorf("%w: %d is no longer kept (the log starts at %d, after a newer snapshot)", ErrVersion, to, first)
+			}
 			return fmt.Errorf("%w: the log holds versions %d..%d, replay needs %d..%d", ErrCorrupt, first, db.log.LastVersion(), from+1, to)
+		}
+		if to < first {
+			// a version before the log's start, which the empty
+			// trees are not (the log was emptied after a newer
+			// snapshot: a version committed by a snapshot, or an
+			// open that found the log behind the snapshot)
+			return fmt.Errorf("%w: %d is no longer kept (the log starts at %d)", ErrVersion, to, first)
 		}
 		from = first - 1
 	}
@@ -374,6 +390,24 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 		detachValues(e)
 		return applyEntry(trees, e, e.Version == to)
 	})
+}
+
+// logResumedAfter reports whether a log that starts at first (0: empty)
+// was emptied to resume after a snapshot newer than from: a version
+// committed by a snapshot (snapshotCommitLocked), or an Open that found the
+// log behind the snapshot. Such a log cannot roll the snapshot at from
+// forward, which is not damage: the versions between are no longer kept.
+func (db *DB) logResumedAfter(from, first int64) bool {
+	versions, err := listSnapshots(db.dir)
+	if err != nil {
+		return false
+	}
+	for _, s := range versions {
+		if s > from && (first == 0 || s == first-1) {
+			return true
+		}
+	}
+	return false
 }
 
 // detachValues gives every set of e its own copy of its key and value (one
@@ -920,6 +954,12 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 			return nil, err
 		}
 	}
+	// a version too large for one log record is made durable by a
+	// snapshot of it instead (snapshotCommitLocked)
+	bySnapshot := !logged && wal.EncodedSize(entry) > db.maxLogged
+	if bySnapshot {
+		db.dropRewriteLocked()
+	}
 	db.hashTreesLocked()
 	for name, t := range db.mu.trees {
 		if _, tv, err := t.SaveVersion(); err != nil {
@@ -929,7 +969,16 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 			return nil, fmt.Errorf("%w: store %q saved version %d, expected %d", ErrCorrupt, name, tv, v)
 		}
 	}
-	if !logged {
+	if bySnapshot {
+		if err := db.snapshotCommitLocked(v); err != nil {
+			// as a failed Append below: the trees are a version ahead
+			// of what is durable
+			err = fmt.Errorf("multitree: committing version %d by a snapshot: %w", v, err)
+			db.mu.broken = err
+			return nil, err
+		}
+		db.snapshotCommits.Add(1)
+	} else if !logged {
 		if err := db.log.Append(entry); err != nil {
 			// The trees are saved at v, which the log does not hold
 			// (a full disk, an I/O error): the next commit would put
@@ -959,6 +1008,47 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 		return info, err
 	}
 	return info, nil
+}
+
+// snapshotCommitLocked makes the saved version v durable by writing a
+// snapshot of it, for a version whose changes are too large for one log
+// record (wal.MaxEntrySize), such as a chain's genesis or an upgrade that
+// migrates a large store. The log entries before v are flushed first; then
+// the snapshot is written and made current, the log is emptied to resume
+// at v+1, and the working trees switch to the snapshot. A crash before
+// current points at the snapshot loses v, which Commit had not
+// acknowledged; one after it reopens at v (Open empties a log that ends
+// before the snapshot). The older snapshots stay, as many as
+// SnapshotKeepRecent, but the log no longer rolls them forward: each still
+// serves its own version, and the versions between them and v are refused
+// with ErrVersion (see replay).
+func (db *DB) snapshotCommitLocked(v int64) error {
+	if err := db.log.Flush(); err != nil {
+		return err
+	}
+	err := db.snapshotNowLocked(db.ctx, v, func() error { return db.log.Reset(v + 1) })
+	if err != nil {
+		return err
+	}
+	db.mu.pruneAt = 0
+	db.startPruneLocked()
+	return nil
+}
+
+// dropRewriteLocked stops a running background rewrite, waits for it and
+// discards it, for a commit that writes a newer snapshot itself. The job
+// takes no lock of the writer's, so it ends without one.
+func (db *DB) dropRewriteLocked() {
+	job := db.mu.rewrite
+	if job == nil {
+		return
+	}
+	job.cancel()
+	<-job.done
+	db.mu.rewrite = nil
+	if job.res.gen != nil {
+		job.res.gen.release()
+	}
 }
 
 // checkLoggedLocked accepts a re-commit of a logged version only with the

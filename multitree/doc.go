@@ -46,6 +46,17 @@
 // their files and directories at once (snapshot.SyncGroup) before renaming
 // it into place: one round of fsyncs instead of a chain per store.
 //
+// A version whose changes encode to more than one log record holds
+// (wal.MaxEntrySize, 1 GiB), such as a large genesis or an upgrade that
+// migrates a whole store, is made durable by a snapshot instead: its Commit
+// drops a background rewrite in progress, flushes the log, writes a
+// snapshot of the version synchronously, makes it current and empties the
+// log, which resumes with the next version. Such a Commit takes as long as
+// an offline rewrite. The older snapshots are kept (SnapshotKeepRecent) and
+// still serve their own versions, but the log no longer rolls them forward:
+// ViewAt and TargetVersion refuse the versions between them and the large
+// one with ErrVersion.
+//
 // Reads are served from the snapshot files as they are, so Open checks
 // their checksums (Options.OpenCheck): by default on a goroutine of the
 // database after Open returns, so that a restart costs no full read, with

@@ -27,3 +27,11 @@ func RebaseCounts(db *DB) (rebased, skipped, failed int64) {
 // SetUnmapHook makes every background unmapping of db's released snapshots
 // call f first. It must be called before the first Commit.
 func SetUnmapHook(db *DB, f func()) { db.unmapHook = f }
+
+// SetMaxLoggedEntry makes db commit every version whose log entry would
+// encode to more than n bytes by a snapshot, as it does for entries over
+// wal.MaxEntrySize. It must be called before the first Commit.
+func SetMaxLoggedEntry(db *DB, n int) { db.maxLogged = n }
+
+// SnapshotCommits returns how many versions db committed by a snapshot.
+func SnapshotCommits(db *DB) int64 { return db.snapshotCommits.Load() }

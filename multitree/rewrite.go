@@ -23,7 +23,8 @@ const maxCatchUpRounds = 8
 // since.
 type rewriteJob struct {
 	version int64
-	done    chan struct{} // closed when res is set
+	cancel  context.CancelFunc // stops the job (see dropRewriteLocked)
+	done    chan struct{}      // closed when res is set
 	res     *rewriteResult
 }
 
@@ -54,7 +55,8 @@ func (db *DB) maybeStartRewriteLocked() {
 	}
 	gen := db.mu.gen
 	gen.acquire() // the copies read its snapshots
-	job := &rewriteJob{version: v, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(db.ctx)
+	job := &rewriteJob{version: v, cancel: cancel, done: make(chan struct{})}
 	db.mu.rewrite = job
 	db.mu.lastSnap = v // a failed rewrite is retried one interval later
 	// the log entries after the snapshot start a segment, so that the
@@ -65,10 +67,11 @@ func (db *DB) maybeStartRewriteLocked() {
 	go func() {
 		defer db.wg.Done()
 		defer close(job.done)
+		defer cancel()
 		res := &rewriteResult{caughtUp: v}
 		job.res = res
 		maps := map[string]*memiavl.NodeMap{}
-		res.err = writeSnapshotDir(db.ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency, maps, db.rewriteLimiter())
+		res.err = writeSnapshotDir(ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency, maps, db.rewriteLimiter())
 		// the written trees hold every node the live trees have replaced
 		// since; they must not stay reachable through the catch-up
 		copies = nil
@@ -89,9 +92,9 @@ func (db *DB) maybeStartRewriteLocked() {
 		}
 		if res.err == nil {
 			if h := db.afterWrite; h != nil {
-				h(db.ctx, v)
+				h(ctx, v)
 			}
-			res.err = db.catchUp(res, maps)
+			res.err = db.catchUp(ctx, res, maps)
 		}
 		if res.err != nil && res.gen != nil {
 			res.gen.release()
@@ -112,10 +115,10 @@ func (db *DB) maybeStartRewriteLocked() {
 // are copied. When the trees cannot be rebased (a store was added, renamed
 // or deleted since the snapshot's version, or a rebase failed, which would
 // be a bug), the rounds replay the log instead, which also works.
-func (db *DB) catchUp(res *rewriteResult, maps map[string]*memiavl.NodeMap) error {
+func (db *DB) catchUp(ctx context.Context, res *rewriteResult, maps map[string]*memiavl.NodeMap) error {
 	res.rebasers = newRebasers(res.trees, maps)
 	prevGap := int64(-1)
-	for round := 0; round < maxCatchUpRounds && db.ctx.Err() == nil; round++ {
+	for round := 0; round < maxCatchUpRounds && ctx.Err() == nil; round++ {
 		if res.rebasers != nil {
 			vw, err := db.View()
 			if err != nil {
@@ -127,7 +130,7 @@ func (db *DB) catchUp(res *rewriteResult, maps map[string]*memiavl.NodeMap) erro
 				vw.Release()
 				return nil
 			}
-			trees, err := rebaseAll(db.ctx, res.rebasers, vw.st.trees, db.opts.RewriteConcurrency)
+			trees, err := rebaseAll(ctx, res.rebasers, vw.st.trees, db.opts.RewriteConcurrency)
 			vw.Release()
 			if err == nil {
 				res.trees, res.caughtUp = trees, latest
@@ -135,8 +138,8 @@ func (db *DB) catchUp(res *rewriteResult, maps map[string]*memiavl.NodeMap) erro
 				db.rebases.Add(1)
 				continue
 			}
-			if db.ctx.Err() != nil {
-				return nil // closing: the switch never comes
+			if ctx.Err() != nil {
+				return nil // closing or dropped: the switch never comes
 			}
 			db.countRebaseFailure(err)
 			res.rebasers = nil
@@ -460,11 +463,30 @@ func (db *DB) RewriteSnapshot(ctx context.Context) error {
 		return err
 	}
 	db.log.RollAt(v + 1)
+	if err := db.snapshotNowLocked(ctx, v, nil); err != nil {
+		return err
+	}
+	db.publishLocked()
+	db.startPruneLocked()
+	// the log segment holding v goes with the prune after the next commit
+	db.mu.pruneAt = v + 1
+	return nil
+}
+
+// snapshotNowLocked writes a snapshot of the working trees, saved at
+// version v, synchronously, makes it current, runs then (if not nil) and
+// switches the working trees to the snapshot.
+func (db *DB) snapshotNowLocked(ctx context.Context, v int64, then func() error) error {
 	if err := writeSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency, nil, nil); err != nil {
 		return err
 	}
 	if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(v)); err != nil {
 		return err
+	}
+	if then != nil {
+		if err := then(); err != nil {
+			return err
+		}
 	}
 	gen, trees, err := openGeneration(db.dir, v)
 	if err != nil {
@@ -475,10 +497,6 @@ func (db *DB) RewriteSnapshot(ctx context.Context) error {
 	db.mu.trees, db.mu.gen = trees, gen
 	db.mu.lastSnap = v
 	old.release()
-	db.publishLocked()
-	db.startPruneLocked()
-	// the log segment holding v goes with the prune after the next commit
-	db.mu.pruneAt = v + 1
 	return nil
 }
 

@@ -81,12 +81,20 @@ type chain struct {
 	// catch-up rounds that rebased, and rebases that failed, in databases
 	// already closed
 	rebased, rebaseErrs int64
+	// versions committed by a snapshot, in databases already closed
+	snapshotCommits int64
+	// maxLogged, if not 0, is the largest log entry of the databases
+	// (multitree.SetMaxLoggedEntry): larger versions commit by a snapshot
+	maxLogged int
 }
 
 // attach makes c use db, whose background rewrites wait for a few commits
 // after writing so that their catch-up rebases.
 func (c *chain) attach(db *multitree.DB) {
 	multitree.DelayRewrites(db, 3)
+	if c.maxLogged > 0 {
+		multitree.SetMaxLoggedEntry(db, c.maxLogged)
+	}
 	c.db = db
 }
 
@@ -95,6 +103,7 @@ func (c *chain) close() {
 	rebased, _, failed := multitree.RebaseCounts(c.db)
 	c.rebased += rebased
 	c.rebaseErrs += failed
+	c.snapshotCommits += multitree.SnapshotCommits(c.db)
 	if err := c.db.Close(); err != nil {
 		c.t.Fatal(err)
 	}
