@@ -2,7 +2,9 @@ package multitree
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
@@ -131,5 +133,72 @@ func TestCommitBySnapshot(t *testing.T) {
 	defer ro.Close()
 	if !bytes.Equal(ro.LastCommitInfo().Hash(), hashes[27]) {
 		t.Fatal("TargetVersion 27 opened with another hash")
+	}
+}
+
+// TestOpenLogBehindSnapshot: a log that ends before the current snapshot
+// (a machine crash under a relaxed fsync policy lost entries the snapshot
+// holds) is emptied by Open, which opens at the snapshot. The older
+// snapshot kept beside it, the empty one of version 0, can no longer be
+// rolled forward: the versions between are refused with ErrVersion, not
+// rebuilt as empty trees.
+func TestOpenLogBehindSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1, SnapshotKeepRecent: 1}
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := map[int64][]byte{}
+	commit := func(v int64) {
+		t.Helper()
+		if err := db.ApplyChangeSets(crashBlock(1, v)); err != nil {
+			t.Fatal(err)
+		}
+		info, err := db.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes[v] = info.Hash()
+	}
+	for v := int64(1); v <= 20; v++ {
+		commit(v)
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log, err := wal.Open(filepath.Join(dir, walDirName), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.TruncateBack(17); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if db, err = Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Version() != 20 || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[20]) {
+		t.Fatalf("opened at %d, want 20 with its hash", db.Version())
+	}
+	commit(21)
+	if _, err := db.ViewAt(21); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int64{5, 17} {
+		view, err := db.ViewAt(v)
+		if err == nil {
+			view.Release()
+		}
+		if !errors.Is(err, ErrVersion) {
+			t.Fatalf("ViewAt(%d) with the log resumed at 21: %v, want ErrVersion", v, err)
+		}
 	}
 }
