@@ -49,9 +49,13 @@ func TestWriteFailureChild(t *testing.T) {
 		fmt.Println("failed open:", err)
 		return
 	}
-	// kind names what a failure must be: the first one to write the log,
-	// then ErrBroken for every change and commit, or a failed background
-	// rewrite reported with a version that did commit
+	if n, _ := strconv.Atoi(os.Getenv("MEMIAVL_WRITEFAIL_MAXLOGGED")); n > 0 {
+		SetMaxLoggedEntry(db, n)
+	}
+	// kind names what a failure must be: the first one to write the log
+	// (or the snapshot of a version too large for it), then ErrBroken for
+	// every change and commit, or a failed background rewrite reported
+	// with a version that did commit
 	kind := func(err error) string {
 		switch {
 		case errors.Is(err, ErrBroken):
@@ -60,6 +64,8 @@ func TestWriteFailureChild(t *testing.T) {
 			return "rewrite"
 		case strings.Contains(err.Error(), "logging version"):
 			return "log"
+		case strings.Contains(err.Error(), "by a snapshot"):
+			return "snapcommit"
 		}
 		return "other"
 	}
@@ -133,7 +139,9 @@ func TestWriteFailure(t *testing.T) {
 			fmt.Sprintf("MEMIAVL_WRITEFAIL_SEED=%d", seed),
 			fmt.Sprintf("MEMIAVL_WRITEFAIL_LIMIT=%d", roundLimit),
 			fmt.Sprintf("MEMIAVL_WRITEFAIL_VERSIONS=%d", 40+r.Intn(40)),
-			fmt.Sprintf("MEMIAVL_WRITEFAIL_SEGMENT=%d", segment))
+			fmt.Sprintf("MEMIAVL_WRITEFAIL_SEGMENT=%d", segment),
+			// half the rounds commit the larger blocks by a snapshot
+			fmt.Sprintf("MEMIAVL_WRITEFAIL_MAXLOGGED=%d", r.Intn(2)*36<<10))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("round %d (limit %d): child failed: %v\n%s", round, roundLimit, err, out)
@@ -155,7 +163,7 @@ func TestWriteFailure(t *testing.T) {
 				if f[1] == "other" || f[1] == "broken" && !broken {
 					t.Errorf("round %d: unexpected failure: %s", round, line)
 				}
-				broken = broken || f[1] == "log"
+				broken = broken || f[1] == "log" || f[1] == "snapcommit"
 			case len(f) > 0 && f[0] == "setup":
 				t.Fatalf("child: %s", line)
 			case line == "done":
