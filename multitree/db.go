@@ -954,12 +954,6 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 			return nil, err
 		}
 	}
-	// a version too large for one log record is made durable by a
-	// snapshot of it instead (snapshotCommitLocked)
-	bySnapshot := !logged && wal.EncodedSize(entry) > db.maxLogged
-	if bySnapshot {
-		db.dropRewriteLocked()
-	}
 	db.hashTreesLocked()
 	for name, t := range db.mu.trees {
 		if _, tv, err := t.SaveVersion(); err != nil {
@@ -969,22 +963,13 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 			return nil, fmt.Errorf("%w: store %q saved version %d, expected %d", ErrCorrupt, name, tv, v)
 		}
 	}
-	if bySnapshot {
-		if err := db.snapshotCommitLocked(v); err != nil {
-			// as a failed Append below: the trees are a version ahead
-			// of what is durable
-			err = fmt.Errorf("multitree: committing version %d by a snapshot: %w", v, err)
-			db.mu.broken = err
-			return nil, err
-		}
-		db.snapshotCommits.Add(1)
-	} else if !logged {
-		if err := db.log.Append(entry); err != nil {
-			// The trees are saved at v, which the log does not hold
-			// (a full disk, an I/O error): the next commit would put
-			// the trees a version ahead of the log. What is committed
-			// stays readable and a reopen continues from the log.
-			err = fmt.Errorf("multitree: logging version %d: %w", v, err)
+	if !logged {
+		if err := db.logLocked(entry); err != nil {
+			// The trees are saved at v, which neither the log nor a
+			// snapshot holds (a full disk, an I/O error): the next
+			// commit would put the trees a version ahead of what is
+			// durable. What is committed stays readable and a reopen
+			// continues from the log.
 			db.mu.broken = err
 			return nil, err
 		}
@@ -1008,6 +993,31 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 		return info, err
 	}
 	return info, nil
+}
+
+// logLocked appends the entry of the saved version e.Version to the log,
+// or, when it is too large for one record (wal.ErrEntryTooLarge, or over
+// maxLogged), commits the version by a snapshot (snapshotCommitLocked).
+// Append checks the size before it writes or queues anything.
+func (db *DB) logLocked(e wal.Entry) error {
+	var err error
+	if db.maxLogged < wal.MaxEntrySize && wal.EncodedSize(e) > db.maxLogged {
+		err = wal.ErrEntryTooLarge // a lower bound, set by tests
+	} else {
+		err = db.log.Append(e)
+	}
+	if !errors.Is(err, wal.ErrEntryTooLarge) {
+		if err != nil {
+			return fmt.Errorf("multitree: logging version %d: %w", e.Version, err)
+		}
+		return nil
+	}
+	db.dropRewriteLocked()
+	if err := db.snapshotCommitLocked(e.Version); err != nil {
+		return fmt.Errorf("multitree: committing version %d by a snapshot: %w", e.Version, err)
+	}
+	db.snapshotCommits.Add(1)
+	return nil
 }
 
 // snapshotCommitLocked makes the saved version v durable by writing a
