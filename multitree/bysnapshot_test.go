@@ -123,6 +123,12 @@ func TestCommitBySnapshot(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// a log resumed after a newer snapshot is not damage
+	if rep, err := Verify(dir); err != nil {
+		t.Fatalf("Verify: %v", err)
+	} else if rep.Version != 30 || rep.WALFirst != 25 {
+		t.Fatalf("Verify: version %d, log from %d; want 30 and 25", rep.Version, rep.WALFirst)
+	}
 	if _, err := Open(dir, Options{ReadOnly: true, TargetVersion: 20}); !errors.Is(err, ErrVersion) {
 		t.Fatalf("TargetVersion 20: %v, want ErrVersion", err)
 	}

@@ -399,9 +399,11 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 // forward, which is not damage: the versions between are no longer kept.
 func (db *DB) logResumedAfter(from, first int64) bool {
 	versions, err := listSnapshots(db.dir)
-	if err != nil {
-		return false
-	}
+	return err == nil && resumedAfter(versions, from, first)
+}
+
+// resumedAfter is logResumedAfter over the listed snapshot versions.
+func resumedAfter(versions []int64, from, first int64) bool {
 	for _, s := range versions {
 		if s > from && (first == 0 || s == first-1) {
 			return true
