@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
@@ -14,8 +17,8 @@ import (
 // bound (here lowered from wal.MaxEntrySize) while background rewrites run:
 // each is made durable by a snapshot of its own, the log resumes after it,
 // the app hashes and contents follow the reference, reopens land on the
-// latest version, and the versions before it that no snapshot holds are
-// refused with ErrVersion instead of being rebuilt wrong.
+// latest version, and the versions before it are refused with ErrVersion:
+// the older snapshots, which the log no longer rolls forward, are removed.
 func TestCommitBySnapshot(t *testing.T) {
 	dir := t.TempDir()
 	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 4, SnapshotKeepRecent: 2})
@@ -68,13 +71,20 @@ func TestCommitBySnapshot(t *testing.T) {
 		if first := db.log.FirstVersion(); first != 0 {
 			t.Fatalf("after committing %d by a snapshot the log starts at %d", v, first)
 		}
+		// the older snapshots, which the log no longer rolls forward,
+		// are gone (a dropped background rewrite's too)
+		if versions, err := listSnapshots(dir); err != nil || !slices.Equal(versions, []int64{v}) {
+			t.Fatalf("snapshots %v (%v) after committing %d by a snapshot", versions, err, v)
+		}
 		view, err := db.ViewAt(v)
 		if err != nil {
 			t.Fatal(err)
 		}
 		view.Release()
-		if _, err := db.ViewAt(v - 2); !errors.Is(err, ErrVersion) {
-			t.Fatalf("ViewAt(%d) after committing %d by a snapshot: %v, want ErrVersion", v-2, v, err)
+		for _, old := range []int64{v - 1, v - 2} {
+			if _, err := db.ViewAt(old); !errors.Is(err, ErrVersion) {
+				t.Fatalf("ViewAt(%d) after committing %d by a snapshot: %v, want ErrVersion", old, v, err)
+			}
 		}
 		if v == 11 {
 			// reopen with the log still empty: the next commit
@@ -104,13 +114,12 @@ func TestCommitBySnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(db, 30)
-	for _, v := range []int64{5, 20, 22} {
+	for _, v := range []int64{5, 20, 23} {
 		if _, err := db.ViewAt(v); !errors.Is(err, ErrVersion) {
 			t.Fatalf("ViewAt(%d): %v, want ErrVersion", v, err)
 		}
 	}
-	// a kept snapshot still serves its own version
-	for v := int64(23); v <= 30; v++ {
+	for v := int64(24); v <= 30; v++ {
 		view, err := db.ViewAt(v)
 		if err != nil {
 			t.Fatalf("ViewAt(%d): %v", v, err)
@@ -123,7 +132,6 @@ func TestCommitBySnapshot(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// a log resumed after a newer snapshot is not damage
 	if rep, err := Verify(dir); err != nil {
 		t.Fatalf("Verify: %v", err)
 	} else if rep.Version != 30 || rep.WALFirst != 25 {
@@ -144,10 +152,10 @@ func TestCommitBySnapshot(t *testing.T) {
 
 // TestOpenLogBehindSnapshot: a log that ends before the current snapshot
 // (a machine crash under a relaxed fsync policy lost entries the snapshot
-// holds) is emptied by Open, which opens at the snapshot. The older
-// snapshot kept beside it, the empty one of version 0, can no longer be
-// rolled forward: the versions between are refused with ErrVersion, not
-// rebuilt as empty trees.
+// holds, or a crash inside a version committed by a snapshot) is emptied
+// by Open, which opens at the snapshot and first removes the older
+// snapshot kept beside it, which the log could no longer roll forward: the
+// versions before are refused with ErrVersion, and Verify finds no gap.
 func TestOpenLogBehindSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1, SnapshotKeepRecent: 1}
@@ -194,6 +202,9 @@ func TestOpenLogBehindSnapshot(t *testing.T) {
 	if db.Version() != 20 || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[20]) {
 		t.Fatalf("opened at %d, want 20 with its hash", db.Version())
 	}
+	if versions, err := listSnapshots(dir); err != nil || !slices.Equal(versions, []int64{20}) {
+		t.Fatalf("snapshots %v (%v) after an open that emptied the log, want [20]", versions, err)
+	}
 	commit(21)
 	if _, err := db.ViewAt(21); err != nil {
 		t.Fatal(err)
@@ -206,5 +217,165 @@ func TestOpenLogBehindSnapshot(t *testing.T) {
 		if !errors.Is(err, ErrVersion) {
 			t.Fatalf("ViewAt(%d) with the log resumed at 21: %v, want ErrVersion", v, err)
 		}
+	}
+}
+
+// TestViewBeforeInitialVersion: in a database whose first version is its
+// initial version, a version before it is refused with ErrVersion, by
+// ViewAt and by a TargetVersion open; the empty snapshot of version 0 is
+// not passed off as it.
+func TestViewBeforeInitialVersion(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, InitialVersion: 100, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(100); v <= 105; v++ {
+		if err := db.ApplyChangeSets(crashBlock(1, v)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if view, err := db.ViewAt(102); err != nil || view.Version() != 102 {
+		t.Fatalf("ViewAt(102): %v", err)
+	} else {
+		view.Release()
+	}
+	for _, v := range []int64{1, 50, 99} {
+		view, err := db.ViewAt(v)
+		if err == nil {
+			view.Release()
+		}
+		if !errors.Is(err, ErrVersion) {
+			t.Fatalf("ViewAt(%d) before the initial version 100: %v, want ErrVersion", v, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Options{ReadOnly: true, TargetVersion: 50}); !errors.Is(err, ErrVersion) {
+		t.Fatalf("TargetVersion 50 before the initial version 100: %v, want ErrVersion", err)
+	}
+}
+
+// TestReadOnlyOpenBesideSnapshotCommit: a read-only open during which the
+// writer commits a version by a snapshot (emptying the log the open is
+// about to read) does not stop at the old snapshot, behind versions
+// acknowledged before it began: it starts again from the new one.
+func TestReadOnlyOpenBesideSnapshotCommit(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	SetMaxLoggedEntry(db, 128<<10)
+	commit := func(v int64, large bool) {
+		t.Helper()
+		css := crashBlock(1, v)
+		if large {
+			css = append(css, wal.ChangeSet{Name: "acc", Pairs: []wal.KVPair{{Key: []byte("large"), Value: bytes.Repeat([]byte{1}, 160<<10)}}})
+		}
+		if err := db.ApplyChangeSets(css); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for v := int64(1); v <= 10; v++ {
+		commit(v, false)
+	}
+	// once the open has mapped the old snapshot: the new one is written
+	// and made current, the old one removed, the log emptied
+	beforeOpenLog = func(d string) {
+		if d == dir && db.Version() == 10 {
+			commit(11, true)
+		}
+	}
+	defer func() { beforeOpenLog = nil }()
+	ro, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if SnapshotCommits(db) != 1 {
+		t.Fatal("version 11 was not committed by a snapshot")
+	}
+	if ro.Version() != 11 || !bytes.Equal(ro.LastCommitInfo().Hash(), db.LastCommitInfo().Hash()) {
+		t.Fatalf("read-only open at %d beside a writer at %d", ro.Version(), db.Version())
+	}
+}
+
+// TestViewAtBesideSnapshotCommits: readers rebuilding recent versions
+// while every fourth version is committed by a snapshot (which removes the
+// snapshots their rebuilds start from and empties the log they replay) get
+// either the version with its hash or ErrVersion, never another error or
+// other data.
+func TestViewAtBesideSnapshotCommits(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1,
+		SnapshotKeepRecent: 3, ViewCacheSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	SetMaxLoggedEntry(db, 64<<10)
+	var hashes sync.Map
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	answers := make([]map[string]int, 2)
+	for g := range answers {
+		answers[g] = map[string]int{}
+		wg.Add(1)
+		go func(kinds map[string]int) {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				v := db.Version() - 1 - int64(i%3)
+				if v < 1 {
+					continue
+				}
+				view, err := db.ViewAt(v)
+				switch {
+				case err == nil:
+					h, _ := hashes.Load(v)
+					if !bytes.Equal(view.CommitInfo().Hash(), h.([]byte)) {
+						t.Errorf("ViewAt(%d) has another hash", v)
+					}
+					view.Release()
+					kinds["ok"]++
+				case errors.Is(err, ErrVersion):
+					kinds["ErrVersion"]++
+				default:
+					t.Errorf("ViewAt(%d): %v", v, err)
+				}
+			}
+		}(answers[g])
+	}
+	versions := int64(200)
+	if testing.Short() {
+		versions = 80
+	}
+	for v := int64(1); v <= versions; v++ {
+		css := crashBlock(1, v)
+		if v%4 == 0 {
+			css = append(css, wal.ChangeSet{Name: "acc", Pairs: []wal.KVPair{{Key: []byte("large"), Value: bytes.Repeat([]byte{byte(v)}, 80<<10)}}})
+		}
+		if err := db.ApplyChangeSets(css); err != nil {
+			t.Fatal(err)
+		}
+		info, err := db.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes.Store(v, info.Hash())
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d versions, %d committed by a snapshot; answers %v", versions, SnapshotCommits(db), answers)
+	if SnapshotCommits(db) != versions/4 {
+		t.Fatalf("%d versions committed by a snapshot, want %d", SnapshotCommits(db), versions/4)
 	}
 }

@@ -134,8 +134,13 @@ func Open(dir string, opts Options) (*DB, error) {
 }
 
 // afterReadCurrent, when set, is called by open once it has read the
-// current snapshot's version. Tests use it to move a writer on meanwhile.
-var afterReadCurrent func(dir string, current int64)
+// current snapshot's version, and beforeOpenLog once it has mapped the
+// snapshot, before it opens the log. Tests use them to move a writer on
+// meanwhile.
+var (
+	afterReadCurrent func(dir string, current int64)
+	beforeOpenLog    func(dir string)
+)
 
 func open(dir string, opts Options) (_ *DB, err error) {
 	opts, err = opts.withDefaults()
@@ -237,6 +242,9 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	db.mu.initial = gen.meta.InitialVersion
 	db.mu.lastSnap = current
 
+	if h := beforeOpenLog; h != nil {
+		h(dir)
+	}
 	db.log, err = wal.Open(filepath.Join(dir, walDirName), wal.Options{
 		Sync:        opts.Sync,
 		AsyncBuffer: opts.AsyncCommitBuffer,
@@ -250,9 +258,13 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	if !opts.ReadOnly && last != 0 && last < base {
 		// The snapshot is newer than the durable end of the log (a machine
 		// crash under a relaxed fsync policy lost log entries that a
-		// snapshot already covers). The next entry must follow the
-		// snapshot, so the log is emptied: older snapshots can no longer
-		// be rolled forward past the gap anyway.
+		// snapshot already covers, or a crash in a version committed by
+		// a snapshot). The next entry must follow the snapshot, so the
+		// log is emptied, and the older snapshots, which it could no
+		// longer roll forward, are removed first.
+		if err := removeSnapshotsBefore(dir, base); err != nil {
+			return nil, err
+		}
 		if err := db.log.Reset(base + 1); err != nil {
 			return nil, err
 		}
@@ -274,6 +286,18 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	if opts.Rollback {
 		if err := db.rollback(current); err != nil {
 			return nil, err
+		}
+	}
+	if opts.ReadOnly && opts.TargetVersion == 0 {
+		// A writer beside that made a newer snapshot current meanwhile
+		// may have emptied the log this open read (a version committed
+		// by a snapshot): it then stopped at the old snapshot, behind
+		// versions acknowledged before the open. It fails, so that
+		// Open starts again from the new snapshot (retryBesideWriter).
+		if now, err := readCurrent(dir); err != nil {
+			return nil, err
+		} else if now != current {
+			return nil, fmt.Errorf("multitree: the current snapshot moved from %d to %d during a read-only open", current, now)
 		}
 	}
 	db.mu.info = commitInfo(db.mu.trees, db.mu.version)
@@ -372,17 +396,12 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 		// An empty log or one that starts later is fine only when the
 		// first version to replay is the database's first version.
 		if !(from == 0 && first != 0) {
-			if db.logResumedAfter(from, first) {
-				return fmt.Errorf("%w: %d is no longer kept (the log starts at %d, after a newer snapshot)", ErrVersion, to, first)
-			}
 			return fmt.Errorf("%w: the log holds versions %d..%d, replay needs %d..%d", ErrCorrupt, first, db.log.LastVersion(), from+1, to)
 		}
 		if to < first {
-			// a version before the log's start, which the empty
-			// trees are not (the log was emptied after a newer
-			// snapshot: a version committed by a snapshot, or an
-			// open that found the log behind the snapshot)
-			return fmt.Errorf("%w: %d is no longer kept (the log starts at %d)", ErrVersion, to, first)
+			// a version before the database's first (its initial
+			// version), which the empty trees are not
+			return fmt.Errorf("%w: %d is before the first version %d", ErrVersion, to, first)
 		}
 		from = first - 1
 	}
@@ -390,26 +409,6 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 		detachValues(e)
 		return applyEntry(trees, e, e.Version == to)
 	})
-}
-
-// logResumedAfter reports whether a log that starts at first (0: empty)
-// was emptied to resume after a snapshot newer than from: a version
-// committed by a snapshot (snapshotCommitLocked), or an Open that found the
-// log behind the snapshot. Such a log cannot roll the snapshot at from
-// forward, which is not damage: the versions between are no longer kept.
-func (db *DB) logResumedAfter(from, first int64) bool {
-	versions, err := listSnapshots(db.dir)
-	return err == nil && resumedAfter(versions, from, first)
-}
-
-// resumedAfter is logResumedAfter over the listed snapshot versions.
-func resumedAfter(versions []int64, from, first int64) bool {
-	for _, s := range versions {
-		if s > from && (first == 0 || s == first-1) {
-			return true
-		}
-	}
-	return false
 }
 
 // detachValues gives every set of e its own copy of its key and value (one
@@ -1030,15 +1029,24 @@ func (db *DB) logLocked(e wal.Entry) error {
 // at v+1, and the working trees switch to the snapshot. A crash before
 // current points at the snapshot loses v, which Commit had not
 // acknowledged; one after it reopens at v (Open empties a log that ends
-// before the snapshot). The older snapshots stay, as many as
-// SnapshotKeepRecent, but the log no longer rolls them forward: each still
-// serves its own version, and the versions between them and v are refused
-// with ErrVersion (see replay).
+// before the snapshot). The older snapshots are removed, whatever
+// SnapshotKeepRecent says: the emptied log could not roll them forward, so
+// versions before v can no longer be viewed or opened (ErrVersion).
 func (db *DB) snapshotCommitLocked(v int64) error {
 	if err := db.log.Flush(); err != nil {
 		return err
 	}
-	err := db.snapshotNowLocked(db.ctx, v, func() error { return db.log.Reset(v + 1) })
+	err := db.snapshotNowLocked(db.ctx, v, func() error {
+		// The log is emptied to resume after v, so the older snapshots
+		// could no longer be rolled forward: they go first, durably, so
+		// that no crash leaves one beside a log that skips past it (a
+		// crash before the reset leaves the log behind the snapshot,
+		// which Open handles the same way).
+		if err := removeSnapshotsBefore(db.dir, v); err != nil {
+			return err
+		}
+		return db.log.Reset(v + 1)
+	})
 	if err != nil {
 		return err
 	}
@@ -1060,6 +1068,10 @@ func (db *DB) dropRewriteLocked() {
 	db.mu.rewrite = nil
 	if job.res.gen != nil {
 		job.res.gen.release()
+	}
+	if err := job.res.err; err != nil && !errors.Is(err, context.Canceled) {
+		// it failed before it was stopped: reported as a switch would
+		db.mu.bgErr = errors.Join(db.mu.bgErr, fmt.Errorf("%w: snapshot at version %d: %w", ErrRewrite, job.version, err))
 	}
 }
 

@@ -52,10 +52,13 @@
 // drops a background rewrite in progress, flushes the log, writes a
 // snapshot of the version synchronously, makes it current and empties the
 // log, which resumes with the next version. Such a Commit takes as long as
-// an offline rewrite. The older snapshots are kept (SnapshotKeepRecent) and
-// still serve their own versions, but the log no longer rolls them forward:
-// ViewAt and TargetVersion refuse the versions between them and the large
-// one with ErrVersion.
+// an offline rewrite. The emptied log could no longer roll the older
+// snapshots forward, so they are removed first, whatever SnapshotKeepRecent
+// says: ViewAt and TargetVersion refuse the versions before the large one
+// with ErrVersion. Open handles a log that ends before the current snapshot
+// (a crash inside such a Commit, or a machine crash under a relaxed fsync
+// policy) the same way: it removes the older snapshots, then empties the
+// log.
 //
 // Reads are served from the snapshot files as they are, so Open checks
 // their checksums (Options.OpenCheck): by default on a goroutine of the

@@ -117,6 +117,29 @@ func removeSnapshotDir(dir string, v int64) error {
 	return os.RemoveAll(gone)
 }
 
+// removeSnapshotsBefore removes the snapshot directories of versions
+// below v and makes the removal durable. A prune removing the same ones
+// meanwhile is harmless: removeSnapshotDir passes over a directory gone.
+func removeSnapshotsBefore(dir string, v int64) error {
+	versions, err := listSnapshots(dir)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, s := range versions {
+		if s < v {
+			if err := removeSnapshotDir(dir, s); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return syncDir(dir)
+	}
+	return nil
+}
+
 // removeLeftovers deletes what interrupted writes left behind: temporary
 // files and directories, and snapshot directories newer than current.
 func removeLeftovers(dir string, current int64) error {

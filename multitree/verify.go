@@ -136,10 +136,7 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	if versions, err = listSnapshots(dir); err != nil {
 		return rep, err
 	}
-	// A log resumed after a newer kept snapshot (a version committed by
-	// a snapshot) leaves the older ones their own versions only.
-	if len(versions) > 0 && rep.WALLast > versions[0] && rep.WALFirst > versions[0]+1 && versions[0] != 0 &&
-		!resumedAfter(versions, versions[0], rep.WALFirst) {
+	if len(versions) > 0 && rep.WALLast > versions[0] && rep.WALFirst > versions[0]+1 && versions[0] != 0 {
 		return rep, fmt.Errorf("%w: log starts at %d, oldest kept snapshot is %d", ErrCorrupt, rep.WALFirst, versions[0])
 	}
 	view, err := db.View()
