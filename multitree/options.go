@@ -71,7 +71,9 @@ type Options struct {
 	SnapshotInterval int64
 	// SnapshotKeepRecent is how many snapshots older than the current one
 	// are kept (with the log entries after them) for historical views and
-	// TargetVersion opens.
+	// TargetVersion opens. A version too large for the log, committed by
+	// a snapshot of its own (see the package documentation), removes them
+	// all: the log no longer reaches back to them.
 	SnapshotKeepRecent int
 	// RewriteConcurrency is how many trees a rewrite writes in parallel. 0
 	// means GOMAXPROCS. Above 1, the largest tree, when it holds more than
