@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -377,5 +380,135 @@ func TestViewAtBesideSnapshotCommits(t *testing.T) {
 	t.Logf("%d versions, %d committed by a snapshot; answers %v", versions, SnapshotCommits(db), answers)
 	if SnapshotCommits(db) != versions/4 {
 		t.Fatalf("%d versions committed by a snapshot, want %d", SnapshotCommits(db), versions/4)
+	}
+}
+
+// TestOpenAfterCrashInSnapshotCommit: the state a crash leaves inside a
+// version committed by a snapshot right after another (current points at
+// the new snapshot, the log is empty, the older snapshot not yet removed)
+// is repaired by the next writer Open: it removes the older snapshot, so
+// the log reaches back to the oldest kept one again (Verify) and a
+// rollback cannot be pointed at a snapshot the log skips past.
+func TestOpenAfterCrashInSnapshotCommit(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1, SnapshotKeepRecent: 2}
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	SetMaxLoggedEntry(db, 128<<10)
+	commit := func(v int64, large bool) {
+		t.Helper()
+		css := crashBlock(1, v)
+		if large {
+			css = append(css, wal.ChangeSet{Name: "acc", Pairs: []wal.KVPair{{Key: []byte("large"), Value: bytes.Repeat([]byte{byte(v)}, 160<<10)}}})
+		}
+		if err := db.ApplyChangeSets(css); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for v := int64(1); v <= 10; v++ {
+		commit(v, v == 10)
+	}
+	// keep a copy of snapshot 10, which committing 11 removes
+	saved := filepath.Join(t.TempDir(), "s10")
+	if err := os.CopyFS(saved, os.DirFS(filepath.Join(dir, snapshotDirName(10)))); err != nil {
+		t.Fatal(err)
+	}
+	commit(11, true)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(dir, snapshotDirName(10)), os.DirFS(saved)); err != nil {
+		t.Fatal(err)
+	}
+
+	if db, err = Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if versions, err := listSnapshots(dir); err != nil || !slices.Equal(versions, []int64{11}) {
+		t.Fatalf("snapshots %v (%v) after the open, want [11]", versions, err)
+	}
+	for v := int64(12); v <= 14; v++ {
+		commit(v, false)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if _, err := Open(dir, Options{TargetVersion: 10, Rollback: true}); !errors.Is(err, ErrVersion) {
+		t.Fatalf("rollback to 10: %v, want ErrVersion", err)
+	}
+}
+
+// TestReadOnlyTargetBesideWriter: a read-only open of a given version,
+// during which the writer moves to a new snapshot and removes the one the
+// open started from (a snapshot commit; a background rewrite and its
+// prune), opens at that version with its hash, or fails: it never replays
+// a log that no longer reaches back to its snapshot onto it.
+func TestReadOnlyTargetBesideWriter(t *testing.T) {
+	for _, bySnapshot := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bySnapshot=%v", bySnapshot), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1}
+			if !bySnapshot {
+				opts.SnapshotInterval, opts.SnapshotKeepRecent = 5, 0
+			}
+			db, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			SetMaxLoggedEntry(db, 128<<10)
+			hashes := map[int64][]byte{}
+			commit := func(v int64) {
+				t.Helper()
+				css := crashBlock(1, v)
+				if bySnapshot && v == 4 {
+					css = append(css, wal.ChangeSet{Name: "acc", Pairs: []wal.KVPair{{Key: []byte("large"), Value: bytes.Repeat([]byte{1}, 160<<10)}}})
+				}
+				if err := db.ApplyChangeSets(css); err != nil {
+					t.Fatal(err)
+				}
+				info, err := db.Commit()
+				if err != nil {
+					t.Fatal(err)
+				}
+				hashes[v] = info.Hash()
+			}
+			for v := int64(1); v <= 3; v++ {
+				commit(v)
+			}
+			beforeOpenLog = func(d string) {
+				if d != dir || db.Version() != 3 {
+					return
+				}
+				for v := int64(4); v <= 12; v++ {
+					commit(v)
+					// let the background rewrite's prune remove
+					// snapshot 0 and the log before it
+					for i := 0; !bySnapshot && v >= 6 && i < 200 && !pruned(dir, 0); i++ {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				if !pruned(dir, 0) {
+					t.Fatal("snapshot 0 was not removed")
+				}
+			}
+			defer func() { beforeOpenLog = nil }()
+			ro, err := Open(dir, Options{ReadOnly: true, TargetVersion: 12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ro.Close()
+			if ro.Version() != 12 || !bytes.Equal(ro.LastCommitInfo().Hash(), hashes[12]) {
+				t.Fatalf("read-only TargetVersion 12 opened at %d with another hash", ro.Version())
+			}
+		})
 	}
 }

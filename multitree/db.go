@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -255,20 +256,23 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		return nil, err
 	}
 	last := db.log.LastVersion()
-	if !opts.ReadOnly && last != 0 && last < base {
-		// The snapshot is newer than the durable end of the log (a machine
-		// crash under a relaxed fsync policy lost log entries that a
-		// snapshot already covers, or a crash in a version committed by
-		// a snapshot). The next entry must follow the snapshot, so the
-		// log is emptied, and the older snapshots, which it could no
-		// longer roll forward, are removed first.
+	if !opts.ReadOnly && base > 0 && last < base {
+		// The snapshot is newer than the durable end of the log, or the
+		// log is empty: a crash inside a version committed by a snapshot
+		// (which empties the log), or a machine crash under a relaxed
+		// fsync policy that lost log entries a snapshot already covers.
+		// The log cannot roll the older snapshots forward, so they are
+		// removed, then a log that ends behind the snapshot is emptied,
+		// as the next entry must follow the snapshot.
 		if err := removeSnapshotsBefore(dir, base); err != nil {
 			return nil, err
 		}
-		if err := db.log.Reset(base + 1); err != nil {
-			return nil, err
+		if last != 0 {
+			if err := db.log.Reset(base + 1); err != nil {
+				return nil, err
+			}
+			last = 0
 		}
-		last = 0
 	}
 	target := last
 	if opts.TargetVersion > 0 {
@@ -288,16 +292,9 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			return nil, err
 		}
 	}
-	if opts.ReadOnly && opts.TargetVersion == 0 {
-		// A writer beside that made a newer snapshot current meanwhile
-		// may have emptied the log this open read (a version committed
-		// by a snapshot): it then stopped at the old snapshot, behind
-		// versions acknowledged before the open. It fails, so that
-		// Open starts again from the new snapshot (retryBesideWriter).
-		if now, err := readCurrent(dir); err != nil {
+	if opts.ReadOnly {
+		if err := checkBaseKept(dir, base); err != nil {
 			return nil, err
-		} else if now != current {
-			return nil, fmt.Errorf("multitree: the current snapshot moved from %d to %d during a read-only open", current, now)
 		}
 	}
 	db.mu.info = commitInfo(db.mu.trees, db.mu.version)
@@ -317,6 +314,22 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		checks = nil
 	}
 	return db, nil
+}
+
+// checkBaseKept fails, wrapping fs.ErrNotExist, when the snapshot of
+// version base, which a read beside the writer rebuilt a version from, is
+// no longer listed. The writer removes a snapshot before it truncates or
+// empties the log behind it (prune, snapshotCommitLocked), so while the
+// snapshot is listed after the replay, the log the replay read reached
+// back to it; once it is gone, the replay may have read a log that no
+// longer does (the empty snapshot 0 would even take such a log for the
+// database's first versions), so the read starts again from a kept
+// snapshot (retryBesideWriter, loadVersion).
+func checkBaseKept(dir string, base int64) error {
+	if pruned(dir, base) {
+		return fmt.Errorf("multitree: snapshot %d was removed while a version was rebuilt from it: %w", base, fs.ErrNotExist)
+	}
+	return nil
 }
 
 // backgroundCheck runs Open's check of the snapshot's checksums
@@ -1051,8 +1064,27 @@ func (db *DB) snapshotCommitLocked(v int64) error {
 		return err
 	}
 	db.mu.pruneAt = 0
+	db.dropViewsBefore(v)
 	db.startPruneLocked()
 	return nil
+}
+
+// dropViewsBefore releases the cached historical views of versions before
+// v, which a snapshot commit made unreachable, so that ViewAt refuses them
+// all alike. Views handed out stay readable until released.
+func (db *DB) dropViewsBefore(v int64) {
+	db.views.Lock()
+	defer db.views.Unlock()
+	order := db.views.order[:0]
+	for _, ver := range db.views.order {
+		if ver < v {
+			db.views.cache[ver].gen.release()
+			delete(db.views.cache, ver)
+			continue
+		}
+		order = append(order, ver)
+	}
+	db.views.order = order
 }
 
 // dropRewriteLocked stops a running background rewrite, waits for it and

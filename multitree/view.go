@@ -153,7 +153,11 @@ func (db *DB) loadFrom(base, version int64) (*state, error) {
 		return nil, err
 	}
 	db.adopt(gen)
-	if err := db.replay(trees, base, version); err != nil {
+	err = db.replay(trees, base, version)
+	if err == nil {
+		err = checkBaseKept(db.dir, base)
+	}
+	if err != nil {
 		gen.release()
 		return nil, err
 	}
