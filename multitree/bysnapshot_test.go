@@ -34,12 +34,10 @@ func TestCommitBySnapshot(t *testing.T) {
 	SetMaxLoggedEntry(db, 128<<10)
 	large := map[int64]bool{11: true, 23: true, 24: true}
 	ref := &crashRef{entry: func(v int64, _ []string) wal.Entry {
-		e := wal.Entry{Version: v, ChangeSets: crashBlock(1, v)}
 		if large[v] {
-			e.ChangeSets = append(e.ChangeSets, wal.ChangeSet{Name: "acc",
-				Pairs: []wal.KVPair{{Key: []byte("large"), Value: bytes.Repeat([]byte{byte(v)}, 160<<10)}}})
+			return wal.Entry{Version: v, ChangeSets: largeBlock(v, 160<<10)}
 		}
-		return e
+		return wal.Entry{Version: v, ChangeSets: crashBlock(1, v)}
 	}}
 	ref.reset(crashStores)
 	hashes := map[int64][]byte{}
@@ -167,17 +165,7 @@ func TestOpenLogBehindSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	hashes := map[int64][]byte{}
-	commit := func(v int64) {
-		t.Helper()
-		if err := db.ApplyChangeSets(crashBlock(1, v)); err != nil {
-			t.Fatal(err)
-		}
-		info, err := db.Commit()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hashes[v] = info.Hash()
-	}
+	commit := func(v int64) { hashes[v] = commitBlock(t, db, crashBlock(1, v)) }
 	for v := int64(1); v <= 20; v++ {
 		commit(v)
 	}
@@ -275,27 +263,14 @@ func TestReadOnlyOpenBesideSnapshotCommit(t *testing.T) {
 	}
 	defer db.Close()
 	SetMaxLoggedEntry(db, 128<<10)
-	commit := func(v int64, large bool) {
-		t.Helper()
-		css := crashBlock(1, v)
-		if large {
-			css = append(css, wal.ChangeSet{Name: "acc", Pairs: []wal.KVPair{{Key: []byte("large"), Value: bytes.Repeat([]byte{1}, 160<<10)}}})
-		}
-		if err := db.ApplyChangeSets(css); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for v := int64(1); v <= 10; v++ {
-		commit(v, false)
+		commitBlock(t, db, crashBlock(1, v))
 	}
 	// once the open has mapped the old snapshot: the new one is written
 	// and made current, the old one removed, the log emptied
 	beforeOpenLog = func(d string) {
 		if d == dir && db.Version() == 10 {
-			commit(11, true)
+			commitBlock(t, db, largeBlock(11, 160<<10))
 		}
 	}
 	defer func() { beforeOpenLog = nil }()
@@ -362,18 +337,11 @@ func TestViewAtBesideSnapshotCommits(t *testing.T) {
 		versions = 80
 	}
 	for v := int64(1); v <= versions; v++ {
-		css := crashBlock(1, v)
+		n := 0
 		if v%4 == 0 {
-			css = append(css, wal.ChangeSet{Name: "acc", Pairs: []wal.KVPair{{Key: []byte("large"), Value: bytes.Repeat([]byte{byte(v)}, 80<<10)}}})
+			n = 80 << 10
 		}
-		if err := db.ApplyChangeSets(css); err != nil {
-			t.Fatal(err)
-		}
-		info, err := db.Commit()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hashes.Store(v, info.Hash())
+		hashes.Store(v, commitBlock(t, db, largeBlock(v, n)))
 	}
 	stop.Store(true)
 	wg.Wait()
@@ -397,28 +365,16 @@ func TestOpenAfterCrashInSnapshotCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	SetMaxLoggedEntry(db, 128<<10)
-	commit := func(v int64, large bool) {
-		t.Helper()
-		css := crashBlock(1, v)
-		if large {
-			css = append(css, wal.ChangeSet{Name: "acc", Pairs: []wal.KVPair{{Key: []byte("large"), Value: bytes.Repeat([]byte{byte(v)}, 160<<10)}}})
-		}
-		if err := db.ApplyChangeSets(css); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
+	for v := int64(1); v <= 9; v++ {
+		commitBlock(t, db, crashBlock(1, v))
 	}
-	for v := int64(1); v <= 10; v++ {
-		commit(v, v == 10)
-	}
+	commitBlock(t, db, largeBlock(10, 160<<10))
 	// keep a copy of snapshot 10, which committing 11 removes
 	saved := filepath.Join(t.TempDir(), "s10")
 	if err := os.CopyFS(saved, os.DirFS(filepath.Join(dir, snapshotDirName(10)))); err != nil {
 		t.Fatal(err)
 	}
-	commit(11, true)
+	commitBlock(t, db, largeBlock(11, 160<<10))
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +389,7 @@ func TestOpenAfterCrashInSnapshotCommit(t *testing.T) {
 		t.Fatalf("snapshots %v (%v) after the open, want [11]", versions, err)
 	}
 	for v := int64(12); v <= 14; v++ {
-		commit(v, false)
+		commitBlock(t, db, crashBlock(1, v))
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -467,19 +423,11 @@ func TestReadOnlyTargetBesideWriter(t *testing.T) {
 			SetMaxLoggedEntry(db, 128<<10)
 			hashes := map[int64][]byte{}
 			commit := func(v int64) {
-				t.Helper()
-				css := crashBlock(1, v)
+				n := 0
 				if bySnapshot && v == 4 {
-					css = append(css, wal.ChangeSet{Name: "acc", Pairs: []wal.KVPair{{Key: []byte("large"), Value: bytes.Repeat([]byte{1}, 160<<10)}}})
+					n = 160 << 10
 				}
-				if err := db.ApplyChangeSets(css); err != nil {
-					t.Fatal(err)
-				}
-				info, err := db.Commit()
-				if err != nil {
-					t.Fatal(err)
-				}
-				hashes[v] = info.Hash()
+				hashes[v] = commitBlock(t, db, largeBlock(v, n))
 			}
 			for v := int64(1); v <= 3; v++ {
 				commit(v)
@@ -511,4 +459,28 @@ func TestReadOnlyTargetBesideWriter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// largeBlock returns crashBlock(1, v) with, if n > 0, a value of n bytes
+// set in store "acc": 160 KiB pass the 128 KiB bound the tests set with
+// SetMaxLoggedEntry.
+func largeBlock(v int64, n int) []wal.ChangeSet {
+	css := crashBlock(1, v)
+	if n > 0 {
+		css = append(css, wal.ChangeSet{Name: "acc", Pairs: []wal.KVPair{{Key: []byte("large"), Value: bytes.Repeat([]byte{byte(v)}, n)}}})
+	}
+	return css
+}
+
+// commitBlock applies css to db, commits and returns the app hash.
+func commitBlock(t *testing.T, db *DB, css []wal.ChangeSet) []byte {
+	t.Helper()
+	if err := db.ApplyChangeSets(css); err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.Commit()
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	return info.Hash()
 }
