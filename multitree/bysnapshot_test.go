@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -483,4 +484,38 @@ func commitBlock(t *testing.T, db *DB, css []wal.ChangeSet) []byte {
 		t.Fatalf("commit: %v", err)
 	}
 	return info.Hash()
+}
+
+// failingLimiter fails every wait of a paced rewrite with err.
+type failingLimiter struct{ err error }
+
+func (l failingLimiter) WaitN(context.Context, int) error { return l.err }
+func (l failingLimiter) Burst() int                       { return 1 << 20 }
+
+// TestSnapshotCommitReportsFailedRewrite: a background rewrite that failed
+// before a version committed by a snapshot dropped it is reported by that
+// Commit, after committing, as ErrRewrite, as its switch would have.
+func TestSnapshotCommitReportsFailedRewrite(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 2,
+		RewriteRateLimit: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	SetMaxLoggedEntry(db, 128<<10)
+	injected := errors.New("injected write failure")
+	db.wrapLimiter = func(snapshot.Limiter) snapshot.Limiter { return failingLimiter{injected} }
+	commitBlock(t, db, crashBlock(1, 1))
+	commitBlock(t, db, crashBlock(1, 2)) // starts a rewrite, which fails
+	waitRewrite(db)
+	if err := db.ApplyChangeSets(largeBlock(3, 160<<10)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.Commit()
+	if info == nil || info.Version != 3 || SnapshotCommits(db) != 1 {
+		t.Fatalf("commit of version 3 by a snapshot: %v, %v", info, err)
+	}
+	if !errors.Is(err, ErrRewrite) || !errors.Is(err, injected) {
+		t.Fatalf("commit after the failed rewrite: %v, want ErrRewrite wrapping the failure", err)
+	}
 }
