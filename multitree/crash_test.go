@@ -110,9 +110,7 @@ func TestCrashRecovery(t *testing.T) {
 			t.Fatalf("round %d: reopen after kill: %v", round, err)
 		}
 		v := checkRecovered(t, db, lastAcked, ref)
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
+		closeVerified(t, db, dir)
 		lastAcked = v
 	}
 	t.Logf("%d kills, final version %d", rounds, ref.version)
@@ -160,6 +158,19 @@ func killChild(t *testing.T, r *rand.Rand, child string, env ...string) int64 {
 		t.FailNow()
 	}
 	return last
+}
+
+// closeVerified closes a database reopened after a crash and checks with
+// Verify that what the writer's open left is whole: every snapshot, and a
+// log that reaches back to the oldest one.
+func closeVerified(t *testing.T, db *DB, dir string) {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatalf("verify after the reopen: %v", err)
+	}
 }
 
 // crashRef is a crash test's reference: the trees of the blocks up to

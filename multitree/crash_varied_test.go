@@ -185,9 +185,7 @@ func TestCrashRecoveryVaried(t *testing.T) {
 			t.Fatalf("round %d (options %v): reopen after kill: %v", round, o, err)
 		}
 		v := checkRecovered(t, db, durable, ref)
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
+		closeVerified(t, db, dir)
 		lastAcked = v
 
 		if round%3 != 2 || v < 3 {
