@@ -55,10 +55,13 @@
 // an offline rewrite. The emptied log could no longer roll the older
 // snapshots forward, so they are removed first, whatever SnapshotKeepRecent
 // says: ViewAt and TargetVersion refuse the versions before the large one
-// with ErrVersion. Open handles a log that ends before the current snapshot
-// (a crash inside such a Commit, or a machine crash under a relaxed fsync
-// policy) the same way: it removes the older snapshots, then empties the
-// log.
+// with ErrVersion. Open handles a log that is empty or ends before the
+// current snapshot (a crash inside such a Commit, or a machine crash under
+// a relaxed fsync policy) the same way: it removes the older snapshots,
+// then empties the log. A read beside the writer (a read-only Open, a
+// ViewAt) that finds, after its replay, that the snapshot it started from
+// was removed meanwhile starts again from a kept one, as the log it read
+// may no longer have reached back to it.
 //
 // Reads are served from the snapshot files as they are, so Open checks
 // their checksums (Options.OpenCheck): by default on a goroutine of the
