@@ -29,18 +29,12 @@ func (h *hashLog) commit(t *testing.T, db *DB, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		v := db.WorkingVersion()
-		if err := db.ApplyChangeSets(crashBlock(1, v)); err != nil {
-			t.Fatal(err)
-		}
-		info, err := db.Commit()
-		if err != nil {
-			t.Fatal(err)
-		}
+		hash := commitBlock(t, db, crashBlock(1, v))
 		h.mu.Lock()
 		if h.m == nil {
 			h.m = map[int64][]byte{}
 		}
-		h.m[info.Version] = info.Hash()
+		h.m[v] = hash
 		h.mu.Unlock()
 	}
 }

@@ -50,14 +50,7 @@ func TestCommitBySnapshot(t *testing.T) {
 		}
 	}
 	for v := int64(1); v <= 30; v++ {
-		if err := db.ApplyChangeSets(ref.entry(v, nil).ChangeSets); err != nil {
-			t.Fatal(err)
-		}
-		info, err := db.Commit()
-		if err != nil {
-			t.Fatalf("commit %d: %v", v, err)
-		}
-		hashes[v] = info.Hash()
+		hashes[v] = commitBlock(t, db, ref.entry(v, nil).ChangeSets)
 		check(db, v)
 		if !large[v] {
 			continue
@@ -165,11 +158,7 @@ func TestOpenLogBehindSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hashes := map[int64][]byte{}
-	commit := func(v int64) { hashes[v] = commitBlock(t, db, crashBlock(1, v)) }
-	for v := int64(1); v <= 20; v++ {
-		commit(v)
-	}
+	hashes := commitN(t, db, 1, 20)
 	if err := db.RewriteSnapshot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +186,7 @@ func TestOpenLogBehindSnapshot(t *testing.T) {
 	if versions, err := listSnapshots(dir); err != nil || !slices.Equal(versions, []int64{20}) {
 		t.Fatalf("snapshots %v (%v) after an open that emptied the log, want [20]", versions, err)
 	}
-	commit(21)
+	commitN(t, db, 1, 1)
 	if _, err := db.ViewAt(21); err != nil {
 		t.Fatal(err)
 	}
@@ -222,14 +211,7 @@ func TestViewBeforeInitialVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for v := int64(100); v <= 105; v++ {
-		if err := db.ApplyChangeSets(crashBlock(1, v)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commitN(t, db, 1, 6) // versions 100 to 105
 	if view, err := db.ViewAt(102); err != nil || view.Version() != 102 {
 		t.Fatalf("ViewAt(102): %v", err)
 	} else {
@@ -264,9 +246,7 @@ func TestReadOnlyOpenBesideSnapshotCommit(t *testing.T) {
 	}
 	defer db.Close()
 	SetMaxLoggedEntry(db, 128<<10)
-	for v := int64(1); v <= 10; v++ {
-		commitBlock(t, db, crashBlock(1, v))
-	}
+	commitN(t, db, 1, 10)
 	// once the open has mapped the old snapshot: the new one is written
 	// and made current, the old one removed, the log emptied
 	beforeOpenLog = func(d string) {
@@ -366,9 +346,7 @@ func TestOpenAfterCrashInSnapshotCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	SetMaxLoggedEntry(db, 128<<10)
-	for v := int64(1); v <= 9; v++ {
-		commitBlock(t, db, crashBlock(1, v))
-	}
+	commitN(t, db, 1, 9)
 	commitBlock(t, db, largeBlock(10, 160<<10))
 	// keep a copy of snapshot 10, which committing 11 removes
 	saved := filepath.Join(t.TempDir(), "s10")
@@ -389,9 +367,7 @@ func TestOpenAfterCrashInSnapshotCommit(t *testing.T) {
 	if versions, err := listSnapshots(dir); err != nil || !slices.Equal(versions, []int64{11}) {
 		t.Fatalf("snapshots %v (%v) after the open, want [11]", versions, err)
 	}
-	for v := int64(12); v <= 14; v++ {
-		commitBlock(t, db, crashBlock(1, v))
-	}
+	commitN(t, db, 1, 3) // versions 12 to 14
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

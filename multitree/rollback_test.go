@@ -16,14 +16,7 @@ func commitN(t *testing.T, db *DB, seed int64, n int) map[int64][]byte {
 	hashes := map[int64][]byte{}
 	for i := 0; i < n; i++ {
 		v := db.WorkingVersion()
-		if err := db.ApplyChangeSets(crashBlock(seed, v)); err != nil {
-			t.Fatal(err)
-		}
-		info, err := db.Commit()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hashes[info.Version] = info.Hash()
+		hashes[v] = commitBlock(t, db, crashBlock(seed, v))
 	}
 	return hashes
 }
