@@ -23,8 +23,7 @@ func crashVariedEntry(seed, v int64, stores []string) wal.Entry {
 	r := rand.New(rand.NewSource(seed*1_000_003 + v))
 	e := wal.Entry{Version: v}
 	live := append([]string(nil), stores...)
-	drop := func() {
-		i := r.Intn(len(live))
+	drop := func(i int) {
 		e.Upgrades.Deleted = append(e.Upgrades.Deleted, live[i])
 		live = append(live[:i], live[i+1:]...)
 	}
@@ -34,7 +33,7 @@ func crashVariedEntry(seed, v int64, stores []string) wal.Entry {
 			e.Upgrades.Added = append(e.Upgrades.Added, name)
 			live = append(live, name)
 		} else {
-			drop()
+			drop(r.Intn(len(live)))
 		}
 	}
 	// the SDK deletes, then renames, then adds: a rename or deletion
@@ -54,9 +53,7 @@ func crashVariedEntry(seed, v int64, stores []string) wal.Entry {
 		live[i] = name
 	}
 	if v%23 == 0 && len(live) > 3 {
-		i := old()
-		e.Upgrades.Deleted = append(e.Upgrades.Deleted, live[i])
-		live = append(live[:i], live[i+1:]...)
+		drop(old())
 	}
 	for _, name := range live {
 		if r.Intn(4) == 0 {
@@ -99,24 +96,22 @@ func TestCrashVariedChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("only run as the varied crash test's child process")
 	}
+	fail := func(err error) {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
 	seed, _ := strconv.ParseInt(os.Getenv("MEMIAVL_CRASHV_SEED"), 10, 64)
 	var o crashVariedOptions
 	if _, err := fmt.Sscanf(os.Getenv("MEMIAVL_CRASHV_OPTS"), "%d,%d,%d,%d,%t", &o.interval, &o.keep, &o.async, &o.maxLogged, &o.rewrites); err != nil {
-		fmt.Println("error options:", err)
-		os.Exit(2)
+		fail(fmt.Errorf("options: %w", err))
 	}
 	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: int64(o.interval),
 		SnapshotKeepRecent: o.keep, AsyncCommitBuffer: o.async})
 	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(2)
+		fail(err)
 	}
 	if o.maxLogged > 0 {
 		SetMaxLoggedEntry(db, o.maxLogged)
-	}
-	fail := func(err error) {
-		fmt.Println("error", err)
-		os.Exit(2)
 	}
 	for {
 		v := db.WorkingVersion()
