@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
-	"unsafe"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
-	"github.com/seed-6dfbb450/memiavl/internal/prefetch"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
@@ -344,8 +342,7 @@ func (g *grafter) prefetchChild(r ref) {
 			rb.base.pers.s.Prefetch(writtenRef(n))
 		}
 	case n.height == 0 && n.version > rb.version:
-		prefetch.Line(unsafe.Pointer(unsafe.StringData(n.k)))
-		prefetch.Line(unsafe.Pointer(unsafe.StringData(n.valueStr())))
+		prefetchLeafData(n)
 	}
 }
 

@@ -231,13 +231,19 @@ func prefetchBelow(n *node, depth int) {
 			if c.height > 0 {
 				prefetchBelow(c, depth-1)
 			} else if depth == 2 {
-				prefetch.Line(unsafe.Pointer(unsafe.StringData(c.k)))
-				prefetch.Line(unsafe.Pointer(unsafe.StringData(c.valueStr())))
+				prefetchLeafData(c)
 			}
 			continue
 		}
 		prefetchNode(c)
 	}
+}
+
+// prefetchLeafData prefetches the first bytes of the leaf n's key and
+// value, which a walk reads once it reaches the leaf.
+func prefetchLeafData(n *node) {
+	prefetch.Line(unsafe.Pointer(unsafe.StringData(n.k)))
+	prefetch.Line(unsafe.Pointer(unsafe.StringData(n.valueStr())))
 }
 
 // prefetchNode prefetches the cache lines of n: a node spans two or three,
