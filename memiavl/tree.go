@@ -81,16 +81,39 @@ func (t *Tree) WorkingVersion() int64 {
 }
 
 // SetInitialVersion changes the initial version. It is only valid before the
-// first SaveVersion and while the tree has no changes.
+// first SaveVersion. Changes made before it are kept and take the new
+// working version, as in cosmos/iavl, whose new nodes take their version
+// when the tree is saved.
 func (t *Tree) SetInitialVersion(v int64) error {
 	if v < 0 {
 		return fmt.Errorf("%w: negative initial version %d", ErrVersion, v)
 	}
-	if t.version != 0 || !t.root.isNil() {
-		return fmt.Errorf("%w: initial version can only be set on an empty, unsaved tree", ErrVersion)
+	if t.version != 0 {
+		return fmt.Errorf("%w: initial version can only be set before the first save", ErrVersion)
 	}
+	if !t.root.isNil() && t.root.n == nil {
+		// a tree over a snapshot has been saved
+		return fmt.Errorf("%w: initial version can only be set on a tree without a snapshot", ErrVersion)
+	}
+	old := t.WorkingVersion()
 	t.initial = v
+	if w := t.WorkingVersion(); w != old {
+		restamp(t.root.n, w)
+	}
 	return nil
+}
+
+// restamp gives the in-memory nodes under n, all of them uncommitted,
+// version v, and clears their hashes.
+func restamp(n *node, v int64) {
+	for n != nil {
+		n.version, n.hashed = v, false
+		if n.height == 0 {
+			return
+		}
+		restamp(n.left.n, v)
+		n = n.right.n
+	}
 }
 
 // Size returns the number of keys in the working tree.

@@ -717,14 +717,15 @@ func (db *DB) WorkingVersion() int64 {
 }
 
 // SetInitialVersion sets the version of the first commit. It is only valid
-// before anything is committed.
+// before anything is committed; changes already made to the working version
+// are kept and committed at the new one, as rootmulti does.
 func (db *DB) SetInitialVersion(v int64) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if err := db.writable(); err != nil {
 		return err
 	}
-	if v < 0 || db.mu.version != 0 || len(db.mu.pending.ChangeSets) > 0 {
+	if v < 0 || db.mu.version != 0 {
 		return fmt.Errorf("%w: initial version can only be set before the first commit", ErrVersion)
 	}
 	for _, t := range db.mu.trees {
