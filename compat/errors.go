@@ -1,6 +1,10 @@
 package compat
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
 
 // Sentinel errors. Errors returned by the adapters wrap them with context;
 // test them with errors.Is.
@@ -34,3 +38,11 @@ var (
 	// reproduce with the same app hash.
 	ErrMigrate = errors.New("compat: migration failed")
 )
+
+// noCommitInfo is the error for a version the database never had (zero,
+// negative or in the future): rootmulti's text, wrapping
+// multitree.ErrVersion.
+type noCommitInfo struct{}
+
+func (noCommitInfo) Error() string { return "no commit info found" }
+func (noCommitInfo) Unwrap() error { return multitree.ErrVersion }

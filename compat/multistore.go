@@ -257,8 +257,8 @@ func (s *MultiStore) LoadVersionAndUpgrade(ver int64, upgrades *types.StoreUpgra
 // loadVersion (re)opens the database at ver (0: the latest), applies the
 // store upgrades and builds the mounted stores. Upgrades follow rootmulti:
 //
-//   - an added store is created empty (a store already in the database is
-//     kept as it is);
+//   - an added store is created empty (adding a store the database already
+//     has is an error once a version is committed, as with rootmulti);
 //   - a renamed store is rebuilt under its new name in the working version
 //     with the old store's pairs, and the old store is removed;
 //   - a deleted store is removed.
@@ -399,7 +399,17 @@ func (s *MultiStore) planUpgrades(db *multitree.DB, upgrades *types.StoreUpgrade
 	accounted := map[string]bool{}
 	for _, name := range s.mountedTrees() {
 		key := s.keysByName[name]
-		switch old := upgrades.RenamedFrom(name); {
+		old := upgrades.RenamedFrom(name)
+		added := upgrades.IsAdded(name) || old != ""
+		switch {
+		case version > 0 && added && existing[name]:
+			// rootmulti loads the store with the next version as its
+			// initial one, which iavl refuses for a store with versions
+			return up, nil, fmt.Errorf("failed to load store %s: initial version set to %d, but found earlier version %d", name, version+1, version)
+		case version > 0 && !added && !existing[name]:
+			// also a deleted or renamed-from store: rootmulti loads it
+			// before it removes it
+			return up, nil, fmt.Errorf("version of store %s mismatch root store's version; expected %d got 0; new stores should be added using StoreUpgrades", name, version)
 		case upgrades.IsDeleted(name) || renamedFrom[name]:
 			// rootmulti empties it and drops it at the next commit
 			if existing[name] && !renamedFrom[name] {
@@ -420,11 +430,9 @@ func (s *MultiStore) planUpgrades(db *multitree.DB, upgrades *types.StoreUpgrade
 			accounted[name] = true
 		case existing[name]:
 			accounted[name] = true
-		case upgrades.IsAdded(name) || version == 0:
+		default: // added, or a new database
 			up.Added = append(up.Added, name)
 			accounted[name] = true
-		default:
-			return up, nil, fmt.Errorf("version of store %s mismatch root store's version; expected %d got 0; new stores should be added using StoreUpgrades", name, version)
 		}
 	}
 	for _, name := range db.StoreNames() {
@@ -503,11 +511,11 @@ func (s *MultiStore) LastCommitInfo() *types.CommitInfo {
 // Config.SnapshotKeepRecent), as rootmulti's GetCommitInfo.
 func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
 	db := s.mustDB()
+	if ver <= 0 || ver > db.Version() {
+		return nil, noCommitInfo{}
+	}
 	if info := db.LastCommitInfo(); info != nil && info.Version == ver {
 		return info, nil
-	}
-	if ver <= 0 {
-		return nil, errors.New("no commit info found")
 	}
 	v, err := s.views.get(db, ver)
 	if err != nil {
@@ -660,8 +668,8 @@ func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMulti
 	if db == nil {
 		return nil, ErrNotLoaded
 	}
-	if version <= 0 {
-		return nil, fmt.Errorf("%w: %d", multitree.ErrVersion, version)
+	if version <= 0 || version > db.Version() {
+		return nil, noCommitInfo{}
 	}
 	v, err := s.views.get(db, version)
 	if err != nil {

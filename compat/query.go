@@ -113,8 +113,13 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery) (res *typ
 		latest := db.Version()
 		if view, tree = s.pinnedTree(db, store, latest-1); tree != nil {
 			height = latest - 1
-		} else {
+		} else if view, tree = s.pinnedTree(db, store, latest); tree != nil {
 			height = latest
+		} else {
+			// a store without a committed version (a new database, or
+			// added by the working version's upgrades): iavl answers
+			// at the store's version 0, which holds nothing
+			height = 0
 		}
 	}
 	res = &types.ResponseQuery{Height: height}
@@ -123,8 +128,11 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery) (res *typ
 	case "/key":
 		key := req.Data
 		res.Key = key
-		if tree == nil {
+		if tree == nil && height != 0 {
 			view, tree = s.pinnedTree(db, store, height)
+		}
+		if tree == nil && height == 0 {
+			break
 		}
 		if tree == nil {
 			res.Log = iavl.ErrVersionDoesNotExist.Error()
