@@ -126,7 +126,8 @@ type state struct {
 //
 // A read-only open runs beside the writer, which may switch to a new
 // snapshot and prune the old one, and the log before the new one, while
-// the open reads them: it starts again as retryBesideWriter says.
+// the open reads them: it starts again as retryBesideWriter says, and
+// returns ErrBusy if the writer changed the directory under every attempt.
 func Open(dir string, opts Options) (*DB, error) {
 	if !opts.ReadOnly {
 		return open(dir, opts)

@@ -32,6 +32,12 @@ var (
 	// retries at the next interval.
 	ErrRewrite = errors.New("multitree: background snapshot rewrite failed")
 
+	// ErrBusy is returned by a read-only Open or by Verify beside a writer
+	// that switched snapshots and pruned the files the reader was reading
+	// under each of its attempts (see Open): nothing was found damaged,
+	// and a later attempt, once the writer is less busy, can succeed.
+	ErrBusy = errors.New("multitree: the writer kept changing the directory under the reader")
+
 	// ErrExists is returned by Import and NewImporter when the directory already
 	// holds a database that may not be replaced.
 	ErrExists = errors.New("multitree: database already exists")

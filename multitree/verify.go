@@ -39,7 +39,8 @@ type VerifyReport struct {
 // left out, and the log's reach is checked against the snapshots listed
 // after it. A check that still fails while the writer changed the
 // directory is run again (retryBesideWriter): a directory that changes
-// under the check is not reported as damaged.
+// under the check is not reported as damaged (ErrBusy if it changed under
+// every attempt).
 func Verify(dir string) (*VerifyReport, error) {
 	return retryBesideWriter(dir, func() (*VerifyReport, error) { return verifyOnce(dir) })
 }
@@ -73,17 +74,30 @@ const besideWriterAttempts = 8
 // fails and a writer has changed dir meanwhile: the current snapshot or
 // the kept ones differ from before the call (snapshotState), or a file
 // the call listed is gone (the prune of log segments the snapshot holds).
-// It returns the results of the call that succeeded, of the first one
-// that failed with nothing changed, or of the last of besideWriterAttempts.
+// It returns the results of the call that succeeded or of the first one
+// that failed with nothing changed. When the writer switched or pruned
+// snapshots under the last of besideWriterAttempts calls too, it returns
+// ErrBusy, with that call's error as text only: that failure is the
+// writer's doing, not damage. A last call that failed on a missing file
+// with no switch or prune seen returns its error.
 func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
 		before := snapshotState(dir)
 		v, err := try()
-		if err == nil || attempt == besideWriterAttempts {
+		if err == nil {
+			return v, nil
+		}
+		after := snapshotState(dir)
+		if after == "" || after == before && !errors.Is(err, fs.ErrNotExist) {
 			return v, err
 		}
-		if after := snapshotState(dir); after == "" || after == before && !errors.Is(err, fs.ErrNotExist) {
-			return v, err
+		if attempt == besideWriterAttempts {
+			if after == before {
+				// a missing file, with no switch or prune seen: the
+				// prune of log segments, or damage
+				return v, err
+			}
+			return v, fmt.Errorf("%w: %s changed under each of %d attempts, the last failed with: %v", ErrBusy, dir, attempt, err)
 		}
 	}
 }
