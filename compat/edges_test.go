@@ -3,6 +3,7 @@ package compat_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	protoio "github.com/cosmos/gogoproto/io"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
 // edgeQuery runs q on both and compares the responses (sameResponse); it
@@ -781,4 +783,71 @@ func TestEdgeTreeShapeEdges(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestEdgeRollbackAcrossUpgrade: a rollback to before the upgrade that
+// added a mounted store is refused before anything is discarded, and the
+// multistore goes on as if it had not been asked (rootmulti fails it
+// halfway, with some stores rolled back on disk); a rollback to the
+// upgrade's version or later matches rootmulti's.
+func TestEdgeRollbackAcrossUpgrade(t *testing.T) {
+	for _, target := range []int64{3, 4, 5, 6} {
+		t.Run(fmt.Sprint(target), func(t *testing.T) {
+			p := newPair(t, smallMount)
+			for i := 1; i <= 4; i++ {
+				p.commit(map[string][][2][]byte{"a": {{fmt.Appendf(nil, "k%d", i), []byte("v")}}})
+			}
+			if err := p.ours.Close(); err != nil {
+				t.Fatal(err)
+			}
+			m := mount{iavl: []string{"a", "b", "c"}, transient: "t", memory: "m"}
+			up := &types.StoreUpgrades{Added: []string{"c"}}
+			p.oracle = newOracle(t, p.odb, p.keys, m, up)
+			p.ours = newOurs(t, p.dir, p.cfg, p.keys, m, up)
+			for i := 5; i <= 7; i++ {
+				p.commit(map[string][][2][]byte{"c": {{fmt.Appendf(nil, "k%d", i), []byte("v")}}})
+			}
+			err := p.ours.RollbackToVersion(target)
+			if target < 5 {
+				if !errors.Is(err, multitree.ErrVersion) || !strings.Contains(err.Error(), "mounted store c") {
+					t.Fatalf("rollback to %d, before store c was added: %v", target, err)
+				}
+				p.sameLastCommit()
+				p.commit(map[string][][2][]byte{"a": {{[]byte("x"), []byte("y")}}, "c": {{[]byte("x"), []byte("y")}}})
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.oracle.RollbackToVersion(target); err != nil {
+				t.Fatal(err)
+			}
+			p.sameLastCommit()
+			p.commit(map[string][][2][]byte{"a": {{[]byte("x"), []byte("y")}}, "c": {{[]byte("x"), []byte("y")}}})
+		})
+	}
+	// a rollback to a version no longer kept is refused and leaves the
+	// multistore loaded
+	p := newPair(t, smallMount)
+	if err := p.ours.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.cfg.SnapshotInterval, p.cfg.SnapshotKeepRecent = -1, 0
+	p.ours = newOurs(t, p.dir, p.cfg, p.keys, smallMount, nil)
+	for i := 1; i <= 4; i++ {
+		p.commit(map[string][][2][]byte{"a": {{fmt.Appendf(nil, "k%d", i), []byte("v")}}})
+	}
+	if err := p.ours.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.commit(map[string][][2][]byte{"a": {{[]byte("k5"), []byte("v")}}})
+	if err := p.ours.Close(); err != nil { // joins the prune of snapshot 0
+		t.Fatal(err)
+	}
+	p.ours = newOurs(t, p.dir, p.cfg, p.keys, smallMount, nil)
+	if err := p.ours.RollbackToVersion(2); !errors.Is(err, multitree.ErrVersion) {
+		t.Fatalf("rollback to 2, before the only kept snapshot: %v", err)
+	}
+	p.sameLastCommit()
+	p.commit(map[string][][2][]byte{"a": {{[]byte("k6"), []byte("v")}}})
 }

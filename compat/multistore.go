@@ -610,10 +610,17 @@ func (s *MultiStore) SetInitialVersion(version int64) error {
 // RollbackToVersion implements types.CommitMultiStore: the versions after
 // target are discarded (newer snapshots deleted, the log truncated) and the
 // multistore is reloaded at target. target must not be older than the oldest
-// kept snapshot.
+// kept snapshot, and every mounted IAVL store must exist at target (a
+// rollback cannot cross the upgrade that added or renamed a mounted store,
+// as the multistore could not load target without it). Those are checked
+// before anything is discarded: a refused rollback leaves the database and
+// the loaded multistore as they were.
 func (s *MultiStore) RollbackToVersion(target int64) error {
 	if target <= 0 {
 		return fmt.Errorf("invalid rollback height target: %d", target)
+	}
+	if err := s.checkRollback(target); err != nil {
+		return err
 	}
 	if err := s.closeDB(); err != nil {
 		return err
@@ -622,12 +629,34 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 	opts.TargetVersion, opts.Rollback = target, true
 	db, err := multitree.Open(s.dir, opts)
 	if err != nil {
-		return err
+		// load what the directory holds, so that the multistore stays usable
+		return errors.Join(err, s.LoadLatestVersion())
 	}
 	if err := db.Close(); err != nil {
-		return err
+		return errors.Join(err, s.LoadLatestVersion())
 	}
 	return s.LoadLatestVersion()
+}
+
+// checkRollback returns why the loaded multistore cannot roll back to
+// target, nil if it can (or is not loaded: the rollback's own open then
+// decides).
+func (s *MultiStore) checkRollback(target int64) error {
+	db := s.db
+	if db == nil || target >= db.Version() {
+		return nil
+	}
+	v, err := s.views.get(db, target)
+	if err != nil {
+		return fmt.Errorf("cannot roll back to %d: %w", target, err)
+	}
+	defer v.Unpin()
+	for _, name := range s.mountedTrees() {
+		if v.Tree(name) == nil {
+			return fmt.Errorf("%w: cannot roll back to %d: mounted store %s does not exist at that version (it was added or renamed to later, by a store upgrade)", multitree.ErrVersion, target, name)
+		}
+	}
+	return nil
 }
 
 // CacheWrap implements types.Store.
