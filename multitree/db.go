@@ -450,8 +450,10 @@ func detachValues(e wal.Entry) {
 // the hashes only when hash is set (see memiavl.Tree.SaveVersionDeferHash).
 func applyEntry(trees map[string]*memiavl.Tree, e wal.Entry, hash bool) error {
 	for _, t := range trees {
-		if t.Version() == 0 && t.IsEmpty() && e.Version > 1 {
+		if t.Version() == 0 && t.IsEmpty() {
 			// the database's first version sets the initial version
+			// (which SetInitialVersion may have changed, lowered too,
+			// from the one the empty snapshot records)
 			if err := t.SetInitialVersion(e.Version); err != nil {
 				return err
 			}
