@@ -51,8 +51,9 @@ func (h *hashLog) get(v int64) []byte {
 // versions versions of crashBlock(1, v) recording their hashes, and runs
 // read over and over on readers goroutines meanwhile (g is the goroutine's
 // number) until the commits are done or read returns false, which it does
-// after reporting an error.
-func besideWriter(t *testing.T, opts Options, versions, readers int, read func(db *DB, dir string, g int, hashes *hashLog) bool) {
+// after reporting an error. It returns the directory, with the writer
+// closed, and the last version's app hash.
+func besideWriter(t *testing.T, opts Options, versions, readers int, read func(db *DB, dir string, g int, hashes *hashLog) bool) (string, []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	opts.CreateIfMissing, opts.InitialStores = true, crashStores
@@ -77,6 +78,10 @@ func besideWriter(t *testing.T, opts Options, versions, readers int, read func(d
 	hashes.commit(t, db, versions)
 	stop.Store(true)
 	wg.Wait()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, hashes.get(int64(versions))
 }
 
 // openWithSnapshotAt creates a database in dir without background
@@ -198,7 +203,7 @@ func TestReadOnlyOpensBesideBusyWriter(t *testing.T) {
 		versions = 150
 	}
 	var opens, busy atomic.Int64
-	besideWriter(t, Options{SnapshotInterval: 5}, versions, 2, func(_ *DB, dir string, _ int, hashes *hashLog) bool {
+	dir, last := besideWriter(t, Options{SnapshotInterval: 5}, versions, 2, func(_ *DB, dir string, _ int, hashes *hashLog) bool {
 		ro, err := Open(dir, Options{ReadOnly: true})
 		if errors.Is(err, ErrBusy) {
 			busy.Add(1)
@@ -221,6 +226,14 @@ func TestReadOnlyOpensBesideBusyWriter(t *testing.T) {
 		return true
 	})
 	t.Logf("%d read-only opens, %d gave up beside the busy writer", opens.Load(), busy.Load())
+	ro, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open after the writer closed: %v", err)
+	}
+	defer ro.Close()
+	if v := ro.Version(); v != int64(versions) || !bytes.Equal(ro.LastCommitInfo().Hash(), last) {
+		t.Fatalf("read-only open after the writer closed: version %d, want %d with its hash", v, versions)
+	}
 }
 
 // TestViewAtBesidePrune reads older versions with ViewAt from two
@@ -315,10 +328,8 @@ func TestVerifyBesideWriter(t *testing.T) {
 		versions = 150
 	}
 	var verified, busy atomic.Int64
-	var dir string
-	besideWriter(t, Options{SnapshotInterval: 5, SnapshotKeepRecent: 1}, versions, 1, func(_ *DB, d string, _ int, hashes *hashLog) bool {
-		dir = d
-		rep, err := Verify(d)
+	dir, last := besideWriter(t, Options{SnapshotInterval: 5, SnapshotKeepRecent: 1}, versions, 1, func(_ *DB, dir string, _ int, hashes *hashLog) bool {
+		rep, err := Verify(dir)
 		if errors.Is(err, ErrBusy) {
 			// a slow check beside a fast writer (the race detector
 			// on a loaded machine): not damage
@@ -336,15 +347,19 @@ func TestVerifyBesideWriter(t *testing.T) {
 		return true
 	})
 	t.Logf("%d verifications, %d gave up beside the busy writer", verified.Load(), busy.Load())
-	if _, err := Verify(dir); err != nil {
+	rep, err := Verify(dir)
+	if err != nil {
 		t.Fatalf("verify after the writer closed: %v", err)
+	}
+	if rep.Version != int64(versions) || !bytes.Equal(rep.AppHash, last) {
+		t.Fatalf("verify after the writer closed: version %d, want %d with its hash", rep.Version, versions)
 	}
 }
 
 // TestReaderGivesUpBesideBusyWriter: a reader that fails while the writer
-// switches snapshots under each of its attempts returns ErrBusy, not the
-// failure (which would read as damage); one that fails with nothing
-// changed returns its own error at once.
+// switches snapshots under each of its attempts returns ErrBusy, wrapping
+// the last failure; one that fails with nothing changed returns its own
+// error at once.
 func TestReaderGivesUpBesideBusyWriter(t *testing.T) {
 	dir := t.TempDir()
 	db := openWithSnapshotAt(t, dir, 3)
@@ -359,8 +374,13 @@ func TestReaderGivesUpBesideBusyWriter(t *testing.T) {
 		}
 		return 0, damage
 	})
-	if !errors.Is(err, ErrBusy) || errors.Is(err, ErrCorrupt) || calls != besideWriterAttempts {
+	if !errors.Is(err, ErrBusy) || !errors.Is(err, ErrCorrupt) || calls != besideWriterAttempts {
 		t.Fatalf("after %d attempts beside a busy writer: %v", calls, err)
+	}
+	// Close joins the writer's prunes, which would otherwise still move
+	// the directory under the next reader
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 	calls = 0
 	_, err = retryBesideWriter(dir, func() (int, error) { calls++; return 0, damage })

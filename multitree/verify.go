@@ -77,9 +77,10 @@ const besideWriterAttempts = 8
 // It returns the results of the call that succeeded or of the first one
 // that failed with nothing changed. When the writer switched or pruned
 // snapshots under the last of besideWriterAttempts calls too, it returns
-// ErrBusy, with that call's error as text only: that failure is the
-// writer's doing, not damage. A last call that failed on a missing file
-// with no switch or prune seen returns its error.
+// ErrBusy wrapping that call's error: the failure is most likely the
+// writer's doing, but real damage stays visible (errors.Is ErrCorrupt). A
+// last call that failed on a missing file with no switch or prune seen
+// returns its error.
 func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
 		before := snapshotState(dir)
@@ -97,7 +98,7 @@ func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
 				// prune of log segments, or damage
 				return v, err
 			}
-			return v, fmt.Errorf("%w: %s changed under each of %d attempts, the last failed with: %v", ErrBusy, dir, attempt, err)
+			return v, fmt.Errorf("%w: %s changed under each of %d attempts, the last failed with: %w", ErrBusy, dir, attempt, err)
 		}
 	}
 }

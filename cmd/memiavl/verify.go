@@ -25,7 +25,10 @@ the latest version's trees node by node after replaying the log. Beside a
 running node, a snapshot the node prunes during the check is left out,
 and a check that meets its switch to a new snapshot, or its prune of old
 ones and of the log before them, runs again (up to 8 times in all) rather
-than report the files that went away as damage.
+than report the files that went away as damage. If the node switched
+snapshots under every attempt, the check gives up with "the writer kept
+changing the directory under the reader" and the last attempt's failure:
+run it again, or while the node is stopped.
 
 On success it prints a report and exits 0. On the first problem it prints it
 (naming the file and byte offset where known) on stderr and exits 1.`,
