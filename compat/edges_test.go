@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -850,4 +853,32 @@ func TestEdgeRollbackAcrossUpgrade(t *testing.T) {
 	}
 	p.sameLastCommit()
 	p.commit(map[string][][2][]byte{"a": {{[]byte("k6"), []byte("v")}}})
+}
+
+// TestEdgeRollbackRefusals: a rollback to a future version is refused
+// without unloading the multistore (its working writes stay); one on a
+// multistore never loaded fails without creating a database.
+func TestEdgeRollbackRefusals(t *testing.T) {
+	p := newPair(t, smallMount)
+	p.commit(map[string][][2][]byte{"a": {{[]byte("k"), []byte("v")}}})
+	p.ours.GetKVStore(p.keys["a"]).Set([]byte("w"), []byte("working"))
+	if err := p.ours.RollbackToVersion(5); !errors.Is(err, multitree.ErrVersion) {
+		t.Fatalf("rollback to a future version: %v", err)
+	}
+	if v := p.ours.GetKVStore(p.keys["a"]).Get([]byte("w")); string(v) != "working" {
+		t.Fatalf("working write after a refused rollback: %q", v)
+	}
+
+	dir := filepath.Join(t.TempDir(), "db")
+	ms, err := compat.NewMultiStore(dir, log.NewNopLogger(), testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mountAll(ms, keyring{}, smallMount)
+	if err := ms.RollbackToVersion(5); !errors.Is(err, multitree.ErrNotFound) {
+		t.Fatalf("rollback of a multistore never loaded, without a database: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the failed rollback created %s: %v", dir, err)
+	}
 }

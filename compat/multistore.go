@@ -622,18 +622,23 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 	if err := s.checkRollback(target); err != nil {
 		return err
 	}
+	loaded := s.db != nil
 	if err := s.closeDB(); err != nil {
 		return err
 	}
 	opts := s.cfg.dbOptions()
 	opts.TargetVersion, opts.Rollback = target, true
 	db, err := multitree.Open(s.dir, opts)
-	if err != nil {
-		// load what the directory holds, so that the multistore stays usable
-		return errors.Join(err, s.LoadLatestVersion())
+	if err == nil {
+		err = db.Close()
 	}
-	if err := db.Close(); err != nil {
-		return errors.Join(err, s.LoadLatestVersion())
+	if err != nil {
+		if loaded {
+			// load what the directory holds, so that the multistore
+			// stays usable
+			err = errors.Join(err, s.LoadLatestVersion())
+		}
+		return err
 	}
 	return s.LoadLatestVersion()
 }
@@ -643,8 +648,11 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 // decides).
 func (s *MultiStore) checkRollback(target int64) error {
 	db := s.db
-	if db == nil || target >= db.Version() {
+	if db == nil || target == db.Version() {
 		return nil
+	}
+	if target > db.Version() {
+		return fmt.Errorf("%w: cannot roll back to %d, the latest version is %d", multitree.ErrVersion, target, db.Version())
 	}
 	v, err := s.views.get(db, target)
 	if err != nil {
