@@ -90,6 +90,20 @@ func (s *MultiStore) pinnedTree(db *multitree.DB, store string, h int64) (*multi
 	return v, t
 }
 
+// committed reports whether store is in the last committed version.
+func committed(db *multitree.DB, store string) bool {
+	info := db.LastCommitInfo()
+	if info == nil || info.Version == 0 {
+		return false
+	}
+	for _, si := range info.StoreInfos {
+		if si.Name == store {
+			return true
+		}
+	}
+	return false
+}
+
 // queryStore answers a store query ("/key" or "/subspace") like
 // iavl.Store.Query. For a proven "/key" query it also returns the commit info
 // of the version read.
@@ -113,7 +127,7 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery) (res *typ
 		latest := db.Version()
 		if view, tree = s.pinnedTree(db, store, latest-1); tree != nil {
 			height = latest - 1
-		} else if view, tree = s.pinnedTree(db, store, latest); tree != nil {
+		} else if view, tree = s.pinnedTree(db, store, latest); tree != nil || committed(db, store) {
 			height = latest
 		} else {
 			// a store without a committed version (a new database, or
