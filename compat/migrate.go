@@ -22,6 +22,7 @@ import (
 	"github.com/ledgerwatch/erigon-lib/mmap"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
@@ -38,7 +39,10 @@ import (
 // at a time; memory bounded by the trees' heights), and each root hash must
 // equal the one the commit info records, and, when every store is imported,
 // the app hash (CommitInfo.Hash()) too; otherwise nothing is left in dir.
-// iavlDB is only read. dir must not hold a database. Of opts only
+// A store whose recorded hash is the empty tree's is imported empty even
+// when iavl cannot load its version: iavl marks an empty root with an empty
+// value, which goleveldb reads back as absent. iavlDB is only read. dir
+// must not hold a database. Of opts only
 // RewriteConcurrency and InitialVersion are used: open the result with
 // multitree.Open and the options of your choice.
 func ImportIAVL(iavlDB dbm.DB, height int64, stores []string, dir string, opts multitree.Options) error {
@@ -79,6 +83,15 @@ func ImportIAVL(iavlDB dbm.DB, height int64, stores []string, dir string, opts m
 		prefixed := dbm.NewPrefixDB(iavlDB, []byte("s/k:"+name+"/"))
 		tree := iavl.NewMutableTree(wrapper.NewDBWrapper(prefixed), 0, true, log.NewNopLogger())
 		it, err := tree.GetImmutable(height)
+		if errors.Is(err, iavl.ErrVersionDoesNotExist) && bytes.Equal(recorded[name], nodehash.Empty()) {
+			// An empty tree: iavl marks its root with an empty value,
+			// which goleveldb reads back as absent (cosmos/cosmos-db#146),
+			// so iavl finds no such version. The recorded hash says the
+			// store was empty at height, and the check after the import
+			// holds the result to it.
+			sources[name] = emptySource{}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("%w: store %q at height %d: %w", ErrMigrate, name, height, err)
 		}
@@ -142,6 +155,11 @@ func rootMultiCommitInfo(db dbm.DB, version int64) (*storetypes.CommitInfo, erro
 	}
 	return info, nil
 }
+
+// emptySource is the node stream of an empty tree.
+type emptySource struct{}
+
+func (emptySource) Next() (*memiavl.ExportNode, error) { return nil, memiavl.ErrExportDone }
 
 // iavlSource adapts cosmos/iavl's exporter to a multitree.NodeSource; the
 // two ExportNode types have the same fields.
