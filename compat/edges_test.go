@@ -882,3 +882,42 @@ func TestEdgeRollbackRefusals(t *testing.T) {
 		t.Fatalf("the failed rollback created %s: %v", dir, err)
 	}
 }
+
+// TestEdgeRollbackAfterOlderLoad: after LoadVersion of an older version,
+// a rollback to a later version still on disk works as in rootmulti; a
+// rollback to the loaded version while the working version's upgrades add
+// a mounted store is refused and leaves the multistore loaded.
+func TestEdgeRollbackAfterOlderLoad(t *testing.T) {
+	p := newPair(t, smallMount)
+	for i := 1; i <= 4; i++ {
+		p.commit(map[string][][2][]byte{"a": {{fmt.Appendf(nil, "k%d", i), []byte("v")}}})
+	}
+	for _, s := range []types.CommitMultiStore{p.ours, p.oracle} {
+		if err := s.LoadVersion(2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ea, eb := p.ours.RollbackToVersion(3), p.oracle.RollbackToVersion(3)
+	if ea != nil || eb != nil {
+		t.Fatalf("rollback to 3 after loading 2: %v, rootmulti %v", ea, eb)
+	}
+	p.sameLastCommit()
+	p.commit(map[string][][2][]byte{"a": {{[]byte("x"), []byte("y")}}})
+
+	if err := p.ours.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m := mount{iavl: []string{"a", "b", "c"}, transient: "t", memory: "m"}
+	p.ours = newOurs(t, p.dir, p.cfg, p.keys, m, &types.StoreUpgrades{Added: []string{"c"}})
+	v := p.ours.LastCommitID().Version
+	if err := p.ours.RollbackToVersion(v); !errors.Is(err, multitree.ErrVersion) || !strings.Contains(err.Error(), "mounted store c") {
+		t.Fatalf("rollback to %d with store c added by the working version: %v", v, err)
+	}
+	if p.ours.DB() == nil {
+		t.Fatal("the refused rollback unloaded the multistore")
+	}
+	p.ours.GetKVStore(p.keys["c"]).Set([]byte("k"), []byte("v"))
+	if id := p.ours.Commit(); id.Version != v+1 {
+		t.Fatalf("commit after the refused rollback: %v", id)
+	}
+}

@@ -610,11 +610,11 @@ func (s *MultiStore) SetInitialVersion(version int64) error {
 // RollbackToVersion implements types.CommitMultiStore: the versions after
 // target are discarded (newer snapshots deleted, the log truncated) and the
 // multistore is reloaded at target. target must not be older than the oldest
-// kept snapshot, and every mounted IAVL store must exist at target (a
-// rollback cannot cross the upgrade that added or renamed a mounted store,
-// as the multistore could not load target without it). Those are checked
-// before anything is discarded: a refused rollback leaves the database and
-// the loaded multistore as they were.
+// kept snapshot nor after the latest, and every mounted IAVL store must
+// exist at target (a rollback cannot cross the upgrade that added or
+// renamed a mounted store, as the multistore could not load target without
+// it). Those are checked before anything is discarded: a refused rollback
+// leaves the database and the loaded multistore as they were.
 func (s *MultiStore) RollbackToVersion(target int64) error {
 	if target <= 0 {
 		return fmt.Errorf("invalid rollback height target: %d", target)
@@ -648,11 +648,20 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 // decides).
 func (s *MultiStore) checkRollback(target int64) error {
 	db := s.db
-	if db == nil || target == db.Version() {
+	if db == nil {
 		return nil
 	}
 	if target > db.Version() {
-		return fmt.Errorf("%w: cannot roll back to %d, the latest version is %d", multitree.ErrVersion, target, db.Version())
+		// loaded at an older version (LoadVersion), the later ones are
+		// still on disk
+		latest, err := multitree.LatestVersion(s.dir)
+		if err != nil {
+			return err
+		}
+		if target > latest {
+			return fmt.Errorf("%w: cannot roll back to %d, the latest version is %d", multitree.ErrVersion, target, latest)
+		}
+		return nil
 	}
 	v, err := s.views.get(db, target)
 	if err != nil {

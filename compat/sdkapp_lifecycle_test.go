@@ -7,7 +7,7 @@ package compat_test
 // upgrades through the baseapp store loader, `simd rollback`, and a shutdown
 // in the middle of a state-sync snapshot.
 //
-//	go test -tags sdklifecycle -run TestLife -count=1 ./compat/
+//	go test -run TestLife -count=1 ./compat/
 
 import (
 	"bytes"

@@ -8,7 +8,7 @@ package compat_test
 // SetupMemIAVL. An oracle app on the default store runs every block beside
 // it; app hashes, transaction results and queries must be equal throughout.
 //
-//	go test -tags sdkmigrate -run TestMigrateNode -count=1 ./compat/
+//	go test -run TestMigrateNode -count=1 ./compat/
 
 import (
 	"bytes"

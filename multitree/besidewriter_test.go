@@ -356,34 +356,41 @@ func TestVerifyBesideWriter(t *testing.T) {
 	}
 }
 
-// TestReaderGivesUpBesideBusyWriter: a reader that fails while the writer
-// switches snapshots under each of its attempts returns ErrBusy, wrapping
-// the last failure; one that fails with nothing changed returns its own
-// error at once.
+// TestReaderGivesUpBesideBusyWriter: a reader that fails on a file the
+// writer removed, while the writer switches snapshots under each of its
+// attempts, returns ErrBusy, not ErrCorrupt; one that meets damage beside
+// the same writer, or fails with nothing changed, returns its own error.
 func TestReaderGivesUpBesideBusyWriter(t *testing.T) {
 	dir := t.TempDir()
 	db := openWithSnapshotAt(t, dir, 3)
 	defer db.Close()
+	removed := fmt.Errorf("%w: snapshot: %w", ErrCorrupt, fs.ErrNotExist)
 	damage := fmt.Errorf("%w: a checksum mismatch", ErrCorrupt)
-	calls := 0
-	_, err := retryBesideWriter(dir, func() (int, error) {
-		calls++
-		commitN(t, db, 1, 1) // the writer moves on under the reader
-		if err := db.RewriteSnapshot(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return 0, damage
-	})
-	if !errors.Is(err, ErrBusy) || !errors.Is(err, ErrCorrupt) || calls != besideWriterAttempts {
-		t.Fatalf("after %d attempts beside a busy writer: %v", calls, err)
+	busy := func(fail error) (int, error) {
+		calls := 0
+		_, err := retryBesideWriter(dir, func() (int, error) {
+			calls++
+			commitN(t, db, 1, 1) // the writer moves on under the reader
+			if err := db.RewriteSnapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return 0, fail
+		})
+		return calls, err
+	}
+	if calls, err := busy(removed); !errors.Is(err, ErrBusy) || errors.Is(err, ErrCorrupt) || calls != besideWriterAttempts {
+		t.Fatalf("after %d attempts failing on removed files beside a busy writer: %v", calls, err)
+	}
+	if calls, err := busy(damage); err != damage || calls != besideWriterAttempts {
+		t.Fatalf("after %d attempts meeting damage beside a busy writer: %v", calls, err)
 	}
 	// Close joins the writer's prunes, which would otherwise still move
 	// the directory under the next reader
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	calls = 0
-	_, err = retryBesideWriter(dir, func() (int, error) { calls++; return 0, damage })
+	calls := 0
+	_, err := retryBesideWriter(dir, func() (int, error) { calls++; return 0, damage })
 	if err != damage || calls != 1 {
 		t.Fatalf("after %d attempts beside an idle writer: %v", calls, err)
 	}

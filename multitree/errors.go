@@ -34,9 +34,10 @@ var (
 
 	// ErrBusy is returned by a read-only Open or by Verify beside a writer
 	// that switched snapshots and pruned the files the reader was reading
-	// under each of its attempts (see Open), wrapping the last attempt's
-	// failure, which is most likely the writer's doing: a later attempt,
-	// once the writer is less busy, can succeed.
+	// under each of its attempts (see Open): the last attempt failed on a
+	// file the writer removed, nothing was found damaged, and a later
+	// attempt, once the writer is less busy, can succeed. It does not wrap
+	// ErrCorrupt.
 	ErrBusy = errors.New("multitree: the writer kept changing the directory under the reader")
 
 	// ErrExists is returned by Import and NewImporter when the directory already

@@ -39,8 +39,8 @@ type VerifyReport struct {
 // left out, and the log's reach is checked against the snapshots listed
 // after it. A check that still fails while the writer changed the
 // directory is run again (retryBesideWriter): a directory that changes
-// under the check is not reported as damaged (ErrBusy if it changed under
-// every attempt).
+// under the check is not reported as damaged (ErrBusy if the writer removed
+// files under every attempt).
 func Verify(dir string) (*VerifyReport, error) {
 	return retryBesideWriter(dir, func() (*VerifyReport, error) { return verifyOnce(dir) })
 }
@@ -75,12 +75,11 @@ const besideWriterAttempts = 8
 // the kept ones differ from before the call (snapshotState), or a file
 // the call listed is gone (the prune of log segments the snapshot holds).
 // It returns the results of the call that succeeded or of the first one
-// that failed with nothing changed. When the writer switched or pruned
-// snapshots under the last of besideWriterAttempts calls too, it returns
-// ErrBusy wrapping that call's error: the failure is most likely the
-// writer's doing, but real damage stays visible (errors.Is ErrCorrupt). A
-// last call that failed on a missing file with no switch or prune seen
-// returns its error.
+// that failed with nothing changed. When the last of besideWriterAttempts
+// calls failed on a missing file (fs.ErrNotExist) while the writer switched
+// or pruned snapshots, it returns ErrBusy, with that failure as text only:
+// the writer removed the file, nothing is damaged. Any other last failure
+// is returned as it is.
 func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
 		before := snapshotState(dir)
@@ -89,16 +88,19 @@ func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
 			return v, nil
 		}
 		after := snapshotState(dir)
-		if after == "" || after == before && !errors.Is(err, fs.ErrNotExist) {
+		gone := errors.Is(err, fs.ErrNotExist)
+		if after == "" || after == before && !gone {
 			return v, err
 		}
 		if attempt == besideWriterAttempts {
-			if after == before {
-				// a missing file, with no switch or prune seen: the
-				// prune of log segments, or damage
+			if after == before || !gone {
+				// a missing file with no switch or prune seen (the
+				// prune of log segments, or damage), or a failure a
+				// writer does not cause (the files it removes are
+				// missing, never changed)
 				return v, err
 			}
-			return v, fmt.Errorf("%w: %s changed under each of %d attempts, the last failed with: %w", ErrBusy, dir, attempt, err)
+			return v, fmt.Errorf("%w: %s changed under each of %d attempts, the last failed on a file it removed: %v", ErrBusy, dir, attempt, err)
 		}
 	}
 }
