@@ -3,10 +3,13 @@ package multitree
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -87,9 +90,12 @@ func (o ImportOptions) validate(version int64) error {
 // commit is version+1. It returns the commit info of version, whose Hash()
 // is the app hash.
 //
-// dir must not hold a database (see ImportOptions.Replace); a directory left
-// by an interrupted import is cleaned up first. A failed import leaves no
-// database behind. Each source is read by one goroutine, up to
+// dir must not hold a database (see ImportOptions.Replace); what an
+// interrupted import left in it (snapshot directories, log segments, the
+// temporary current pointer) is removed first, and any other entry is left
+// alone, except that a wal entry that is not a directory of log segments
+// is refused (ErrExists). A failed import leaves no database behind, and
+// removes dir if it created it. Each source is read by one goroutine, up to
 // opts.Concurrency sources at a time; when one fails the others stop early.
 // Memory is bounded by the trees' heights: nodes go straight to the
 // snapshot files.
@@ -187,6 +193,7 @@ type Importer struct {
 	lock      *os.File // on target
 	existLock *os.File // on dir, when replacing a database there
 	owned     bool     // target holds no database but what this import writes
+	created   bool     // dir did not exist: a failed import removes it
 	current   bool     // the current pointer of target was written
 
 	mu struct {
@@ -229,6 +236,14 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 			return nil, err
 		}
 		im.target, im.owned = staging, true
+	}
+	if im.target == dir {
+		if err := checkImportTarget(dir); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			im.created = true
+		}
 	}
 	if err := os.MkdirAll(im.target, 0o755); err != nil {
 		return nil, err
@@ -289,13 +304,65 @@ func checkReplaceable(dir string, version int64) error {
 
 // removeImportLeftovers removes what an interrupted import may have left in
 // a directory that holds no database: snapshot and temporary directories
-// and the log.
+// and the log (see importLeftover).
 func removeImportLeftovers(dir string) error {
 	return removeEntries(dir, func(name string) bool {
-		_, isSnap := parseSnapshotDirName(name)
-		return isSnap || name == walDirName || filepath.Ext(name) == tmpSuffix
+		return name != lockFileName && importLeftover(dir, name)
 	})
 }
+
+// checkImportTarget refuses a directory without a database whose log
+// directory holds anything but log segments: the import would leave it for
+// the new database to read as its log. Other entries that are not the
+// database's are left alone.
+func checkImportTarget(dir string) error {
+	_, err := os.Lstat(filepath.Join(dir, walDirName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !importLeftover(dir, walDirName) {
+		return fmt.Errorf("%w: %s holds no database, and its %s is not a log: an import needs a new or empty directory", ErrExists, dir, walDirName)
+	}
+	return nil
+}
+
+// importLeftover reports whether name, an entry of dir, is one an import
+// or a database creates there: a snapshot directory (whole, temporary or
+// being removed), the lock file, the temporary file of the current pointer,
+// or a log directory holding only log segments.
+func importLeftover(dir, name string) bool {
+	base := strings.TrimSuffix(strings.TrimSuffix(name, tmpSuffix), prunedSuffix)
+	if _, ok := parseSnapshotDirName(base); ok {
+		return true
+	}
+	switch name {
+	case lockFileName, currentFileName + tmpSuffix:
+		return true
+	case walDirName:
+		// a directory (not a link) of segment files
+		if fi, err := os.Lstat(filepath.Join(dir, name)); err != nil || !fi.IsDir() {
+			return false
+		}
+		ents, err := os.ReadDir(filepath.Join(dir, name))
+		if err != nil {
+			return false
+		}
+		for _, e := range ents {
+			if !logSegmentName.MatchString(e.Name()) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// logSegmentName matches the log's segment files and their temporary
+// names (see package wal).
+var logSegmentName = regexp.MustCompile(`^[0-9]{20}\.wal(\.tmp)?$`)
 
 // Version returns the version being imported.
 func (im *Importer) Version() int64 { return im.version }
@@ -476,9 +543,10 @@ func (im *Importer) abort() {
 		im.tmpSnap = ""
 	}
 	if im.owned {
-		if im.target != im.dir {
+		switch {
+		case im.target != im.dir || im.created:
 			_ = os.RemoveAll(im.target)
-		} else {
+		default:
 			if im.current {
 				_ = os.Remove(filepath.Join(im.dir, currentFileName))
 			}

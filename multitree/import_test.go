@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -328,19 +329,50 @@ func TestImportReplace(t *testing.T) {
 func TestImportCleansLeftovers(t *testing.T) {
 	dir := t.TempDir()
 	// what an interrupted import leaves: a snapshot without current, a log
-	for _, d := range []string{"snapshot-00000000000000000003", "snapshot-00000000000000000003.tmp", "wal"} {
+	for _, d := range []string{"snapshot-00000000000000000003", "snapshot-00000000000000000003.tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d, "junk"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "user-file"), nil, 0o644); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	segment := filepath.Join(dir, "wal", "00000000000000000001.wal")
+	if err := os.WriteFile(segment, []byte("junk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// files that are not the database's, with names like its
+	for _, f := range []string{"user-file", "notes.tmp", "snapshot-3"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a log directory holding something else is refused, and nothing goes
+	user := filepath.Join(dir, "wal", "keep.txt")
+	if err := os.WriteFile(user, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := multitree.Import(dir, 3, map[string]multitree.NodeSource{"s": leafSource("k", "v", 2)}, multitree.ImportOptions{}); !errors.Is(err, multitree.ErrExists) {
+		t.Fatalf("import beside a wal directory that is not a log: %v", err)
+	}
+	for _, p := range []string{user, segment, filepath.Join(dir, "notes.tmp"), filepath.Join(dir, "snapshot-00000000000000000003", "junk")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("the refused import removed %s", p)
+		}
+	}
+	if err := os.Remove(user); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := multitree.Import(dir, 3, map[string]multitree.NodeSource{"s": leafSource("k", "v", 2)}, multitree.ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "user-file")); err != nil {
-		t.Fatal("a file that is not the database's was removed")
+	for _, f := range []string{"user-file", "notes.tmp", "snapshot-3"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatalf("%s, a file that is not the database's, was removed", f)
+		}
+	}
+	if _, err := os.Stat(segment); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the leftover log segment was kept: %v", err)
 	}
 	db := impOpen(t, dir, multitree.Options{})
 	defer db.Close()
@@ -363,6 +395,9 @@ func TestImportCheckHook(t *testing.T) {
 	})
 	if err == nil || fmt.Sprint(seen) != "[s t]" {
 		t.Fatalf("Check saw %v, import returned %v", seen, err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a rejected import left the directory it created: %v", err)
 	}
 	if _, err := multitree.Open(dir, multitree.Options{}); !errors.Is(err, multitree.ErrNotFound) {
 		t.Fatalf("a rejected import left a database: %v", err)
