@@ -467,6 +467,23 @@ func TestRewriteSnapshotVersion(t *testing.T) {
 	if code, _, _ := cli(t, "rewrite-snapshot", "--version", "99", dir); code != exitFailure {
 		t.Errorf("--version past the latest: exit %d", code)
 	}
+
+	// --version of a kept snapshot that is not current writes nothing:
+	// without --rollback the database stays as it is, with it the
+	// versions after it go
+	dir = t.TempDir()
+	copyDir(t, src, dir)
+	out := mustCLI(t, "rewrite-snapshot", "--version", "10", dir)
+	_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", dir)), &res)
+	if !strings.Contains(out, "left as it is") || res.Version != 40 || res.SnapshotVersion != 30 {
+		t.Fatalf("--version 10, a kept snapshot: %q, then %+v", out, res)
+	}
+	out = mustCLI(t, "rewrite-snapshot", "--version", "10", "--rollback", dir)
+	_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", dir)), &res)
+	if !strings.Contains(out, "rolled back from version 40 to 10") || res.Version != 10 || res.SnapshotVersion != 10 || !equalInts(res.Snapshots, []int64{0, 10}) {
+		t.Fatalf("--version 10 --rollback, a kept snapshot: %q, then %+v", out, res)
+	}
+	mustCLI(t, "verify", dir)
 }
 
 func equalInts(a, b []int64) bool {

@@ -48,7 +48,10 @@ the oldest kept snapshot). Without --rollback the versions after V stay in
 the log: snapshots newer than V are removed, V becomes current and the next
 open replays the log from V to the latest version, so nothing committed is
 lost. With --rollback every version after V is discarded (the log is cut
-back to V), as a node's rollback does.
+back to V, newer snapshots are removed), as a node's rollback does. If V
+already has a kept snapshot, nothing is written: with --rollback the
+versions after V are still discarded and V becomes current; without it the
+database is left as it is.
 
 Before writing, it verifies the snapshot it starts from (checksums, tree
 structure, every hash; 'memiavl verify' checks the same and more): the new
@@ -109,6 +112,14 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	latestBefore, err := multitree.LatestVersion(dir)
+	if err != nil {
+		return err
+	}
+	keptBefore, err := listSnapshotVersions(dir)
+	if err != nil {
+		return err
+	}
 	if o.rollback && !o.skipVerify {
 		// the writer's open rolls back: verify before anything changes
 		if err := verifyBase(stderr, dir, o.version); err != nil {
@@ -134,8 +145,25 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	defer db.Close()
 	version, base := db.Version(), db.SnapshotVersion()
 	if version == base {
-		fmt.Fprintf(stdout, "snapshot %d is already the current snapshot of version %d: nothing to write\n", base, version)
-		return db.Close()
+		if err := db.Close(); err != nil {
+			return err
+		}
+		var newer []int64
+		for _, v := range keptBefore {
+			if v > base {
+				newer = append(newer, v)
+			}
+		}
+		switch {
+		case o.rollback && latestBefore > version:
+			fmt.Fprintf(stdout, "rolled back from version %d to %d, whose snapshot is kept: nothing to write; snapshot %d is current, newer snapshots removed: %v\n",
+				latestBefore, version, base, newer)
+		case len(newer) > 0:
+			fmt.Fprintf(stdout, "snapshot %d already exists: nothing to write; the database is left as it is (current snapshot %d)\n", base, newer[len(newer)-1])
+		default:
+			fmt.Fprintf(stdout, "snapshot %d is already the current snapshot of version %d: nothing to write\n", base, version)
+		}
+		return nil
 	}
 	if !o.skipVerify && !o.rollback {
 		fmt.Fprintf(stderr, "rewrite-snapshot: verifying snapshot %d, which the new one copies from\n", base)
