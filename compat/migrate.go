@@ -33,8 +33,8 @@ import (
 // layout, each store's tree under the key prefix "s/k:<name>/", the commit
 // info of each version under "s/<version>").
 //
-// stores selects the stores to import; nil means every store of the commit
-// info at height. Each tree is streamed at height through iavl's exporter
+// stores selects the stores to import; none (nil or empty) means every
+// store of the commit info at height. Each tree is streamed at height through iavl's exporter
 // into the database's snapshot (stores in parallel, opts.RewriteConcurrency
 // at a time; memory bounded by the trees' heights), and each root hash must
 // equal the one the commit info records, and, when every store is imported,
@@ -60,8 +60,9 @@ func ImportIAVL(iavlDB dbm.DB, height int64, stores []string, dir string, opts m
 	for _, si := range want.StoreInfos {
 		recorded[si.Name] = si.CommitId.Hash
 	}
-	all := stores == nil
+	all := len(stores) == 0
 	if all {
+		stores = nil
 		for _, si := range want.StoreInfos {
 			stores = append(stores, si.Name)
 		}

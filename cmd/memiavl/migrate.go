@@ -11,6 +11,7 @@ import (
 	dbm "github.com/cosmos/cosmos-db"
 	gogotypes "github.com/cosmos/gogoproto/types"
 	"github.com/spf13/cobra"
+	"github.com/syndtr/goleveldb/leveldb/opt"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/multitree"
@@ -53,6 +54,15 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 	if o.height < 0 || o.concurrency < 0 {
 		return usagef("--height and --concurrency must not be negative")
 	}
+	backend := dbm.BackendType(o.backend)
+	switch backend {
+	case dbm.GoLevelDBBackend, dbm.PebbleDBBackend, dbm.RocksDBBackend:
+	default:
+		return usagef("unknown --backend %q (want goleveldb, pebbledb or rocksdb)", o.backend)
+	}
+	if len(o.stores) == 0 {
+		o.stores = nil // an empty --stores '' means the default: every store
+	}
 	fi, err := os.Stat(src)
 	if err != nil {
 		return err
@@ -60,9 +70,22 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a database directory", src)
 	}
+	// the backends open <parent>/<name>.db, creating it if missing: only
+	// hand them a directory with that name, so that nothing is created
+	// beside the source
 	parent, name := filepath.Split(filepath.Clean(src))
+	if !strings.HasSuffix(name, ".db") || name == ".db" {
+		return fmt.Errorf("%s: an SDK application database is a directory named <name>.db (such as data/application.db)", src)
+	}
 	name = strings.TrimSuffix(name, ".db")
-	db, err := dbm.NewDB(name, dbm.BackendType(o.backend), parent)
+	var db dbm.DB
+	if backend == dbm.GoLevelDBBackend {
+		// read-only, and an error rather than a new database if src is
+		// not one
+		db, err = dbm.NewGoLevelDBWithOpts(name, parent, &opt.Options{ReadOnly: true, ErrorIfMissing: true})
+	} else {
+		db, err = dbm.NewDB(name, backend, parent)
+	}
 	if err != nil {
 		return fmt.Errorf("open %s: %w", src, err)
 	}

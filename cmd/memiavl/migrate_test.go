@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,6 +68,24 @@ func TestImportIAVL(t *testing.T) {
 	}
 	if code, _, _ := cli(t, "import-iavl", filepath.Join(parent, "nosuch.db"), t.TempDir()); code != exitFailure {
 		t.Errorf("import of an absent source: exit %d", code)
+	}
+
+	// --stores '' is the default, every store
+	dst = filepath.Join(t.TempDir(), "memiavl.db")
+	if out := mustCLI(t, "import-iavl", "--stores", "", filepath.Join(parent, "application.db"), dst); !strings.Contains(strings.ToLower(out), hash) {
+		t.Errorf("import-iavl --stores '' printed %q, want app hash %s", out, hash)
+	}
+	// a source not named <name>.db is refused, and nothing is created
+	// beside it (the backends would open <name>.db)
+	copyDir(t, filepath.Join(parent, "application.db"), filepath.Join(parent, "backup"))
+	if code, _, _ := cli(t, "import-iavl", filepath.Join(parent, "backup"), filepath.Join(t.TempDir(), "x")); code != exitFailure {
+		t.Errorf("import of a source not named *.db: exit %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(parent, "backup.db")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("import-iavl created %s: %v", filepath.Join(parent, "backup.db"), err)
+	}
+	if code, _, _ := cli(t, "import-iavl", "--backend", "nosuch", filepath.Join(parent, "application.db"), filepath.Join(t.TempDir(), "x")); code != exitUsage {
+		t.Errorf("import-iavl --backend nosuch: exit %d", code)
 	}
 }
 
