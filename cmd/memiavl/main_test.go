@@ -256,6 +256,10 @@ func TestWALDump(t *testing.T) {
 	if code, _, _ := cli(t, "wal", "dump", "--from", "50", dir); code != exitFailure {
 		t.Errorf("out-of-range --from: exit %d", code)
 	}
+	// a directory that is neither a database nor a log is not an empty log
+	if code, _, errs := cli(t, "wal", "dump", t.TempDir()); code != exitFailure || !strings.Contains(errs, "neither") {
+		t.Errorf("wal dump of an empty directory: exit %d %s", code, errs)
+	}
 }
 
 // TestWALDumpBesidePrune: a segment removed between the open and the read,

@@ -20,6 +20,7 @@ import (
 const (
 	snapshotPrefix = "snapshot-"
 	walDirName     = "wal"
+	currentName    = "current"
 	tmpSuffix      = ".tmp"
 )
 
@@ -140,7 +141,7 @@ func checkDBDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", dir)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "current")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, currentName)); err != nil {
 		return fmt.Errorf("%s holds no memiavl database (no 'current' file)", dir)
 	}
 	return nil

@@ -96,6 +96,12 @@ func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
 	} else if _, err := os.Stat(dir); err != nil {
 		return err
 	}
+	// an empty log is one of a database (beside its current pointer);
+	// a directory without either is something else, not an empty log
+	segments, _ := filepath.Glob(filepath.Join(walDir, "[0-9]*.wal"))
+	if _, err := os.Stat(filepath.Join(dir, currentName)); len(segments) == 0 && err != nil {
+		return fmt.Errorf("%s is neither a memiavl database nor its log directory (no %s, no log segments)", dir, currentName)
+	}
 	l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
 	if err != nil {
 		return err
