@@ -79,6 +79,9 @@ type BenchResult struct {
 
 	Rewrites          []Rewrite `json:"rewrites"`
 	RewriteUnfinished int64     `json:"rewrite_unfinished_version,omitempty"`
+	// RewriteUnfinishedCurrent: that rewrite had made its snapshot current
+	// before the close (the reopen starts from it).
+	RewriteUnfinishedCurrent bool `json:"rewrite_unfinished_current,omitempty"`
 
 	CloseSeconds     float64 `json:"close_seconds"`
 	OpenSeconds      float64 `json:"open_replay_seconds"`
@@ -284,6 +287,10 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 		return fmt.Errorf("reopen: %w", err)
 	}
 	res.ReplayedVersions = db.Version() - db.SnapshotVersion()
+	// Close cancels a rewrite in flight, unless it had already made its
+	// snapshot current (the switch of the live trees was all that was
+	// left): the reopen then starts from it
+	res.RewriteUnfinishedCurrent = res.RewriteUnfinished != 0 && db.SnapshotVersion() == res.RewriteUnfinished
 	if got := db.LastCommitInfo().Hash(); !bytes.Equal(got, lastHash) || db.Version() != res.Version {
 		return fmt.Errorf("reopened database is at version %d with app hash %x, committed %d with %x", db.Version(), got, res.Version, lastHash)
 	}
@@ -341,7 +348,10 @@ func printBench(w io.Writer, r *BenchResult) {
 			t.add("", "    version %d: %.2fs, switched at version %d", rw.Version, rw.Seconds, rw.SwitchedAt)
 		}
 	}
-	if r.RewriteUnfinished != 0 {
+	switch {
+	case r.RewriteUnfinishedCurrent:
+		t.add("", "    version %d: written and made current, not yet switched to at the end (the reopen starts from it)", r.RewriteUnfinished)
+	case r.RewriteUnfinished != 0:
 		t.add("", "    version %d: still running at the end, cancelled by close", r.RewriteUnfinished)
 	}
 	t.add("close", "%.3fs", r.CloseSeconds)
