@@ -290,9 +290,9 @@ func (l *Log) load() (err error) {
 // form a whole, valid record: what a crash in the middle of an append
 // leaves, or a damaged last record, which looks the same.
 type TornTail struct {
-	Path   string // the segment file
-	Offset int64  // where the torn bytes start
-	Bytes  int64  // how many there are, to the end of the file
+	Path   string `json:"path"`   // the segment file
+	Offset int64  `json:"offset"` // where the torn bytes start
+	Bytes  int64  `json:"bytes"`  // how many there are, to the end of the file
 }
 
 // TornTail returns the torn tail that a read-only Open found and ignored.
