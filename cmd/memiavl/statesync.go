@@ -136,8 +136,10 @@ stream file (written by 'memiavl export', or the concatenated chunks of an
 SDK snapshot). The nodes are checked as they are read and go straight into
 the new snapshot files. The restore is staged beside <dir> and swapped in
 only once complete and durable: an interrupted import leaves nothing
-behind and can be rerun. <dir> must not hold a database with committed
-versions other than --height.
+behind and can be rerun. <dir> may hold a database only if its latest
+version is 0 (nothing committed) or --height; that database is replaced as
+a whole, versions before --height included. Other files in <dir> are left
+alone.
 
 ` + streamFormatHelp,
 		Example: `  memiavl import --height 1200 state-1200.bin ./memiavl.db`,
