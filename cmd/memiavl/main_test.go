@@ -298,6 +298,18 @@ func TestVerify(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || !res.OK || res.Version != 30 || res.AppHash != hash {
 		t.Fatalf("verify --json: %v %s", err, out)
 	}
+	// a directory of the reference memiavl (current is a symbolic link)
+	// is named as such, not reported as damaged
+	ref := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ref, "snapshot-00000000000000000000"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("snapshot-00000000000000000000", filepath.Join(ref, "current")); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := cli(t, "verify", ref); code != exitFailure || !strings.Contains(errs, "import-memiavl") {
+		t.Errorf("verify of a reference memiavl directory: exit %d %s", code, errs)
+	}
 }
 
 func TestVerifyCorruptSnapshot(t *testing.T) {

@@ -141,8 +141,14 @@ func checkDBDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", dir)
 	}
-	if _, err := os.Stat(filepath.Join(dir, currentName)); err != nil {
+	cur, err := os.Lstat(filepath.Join(dir, currentName))
+	if err != nil {
 		return fmt.Errorf("%s holds no memiavl database (no 'current' file)", dir)
+	}
+	if !cur.Mode().IsRegular() {
+		// the reference memiavl's current is a symbolic link to its
+		// snapshot directory
+		return fmt.Errorf("%s is not a database of this format ('current' is not a file): a directory of the reference (cronos) memiavl is migrated with 'memiavl import-memiavl'", dir)
 	}
 	return nil
 }
