@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -562,6 +564,21 @@ func TestExportImport(t *testing.T) {
 	_ = os.WriteFile(bad, []byte("not a stream"), 0o644)
 	if code, _, _ := cli(t, "import", "--height", "3", bad, filepath.Join(t.TempDir(), "x")); code != exitFailure {
 		t.Errorf("import of garbage: exit %d", code)
+	}
+	// a stream with bytes after its end is refused before anything is
+	// imported, and leaves no directory
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trailing := filepath.Join(t.TempDir(), "trailing.bin")
+	_ = os.WriteFile(trailing, append(b, "junk"...), 0o644)
+	dst3 := filepath.Join(t.TempDir(), "x")
+	if code, _, errs := cli(t, "import", "--height", "20", trailing, dst3); code != exitFailure || !strings.Contains(errs, "after the end") {
+		t.Errorf("import of a stream with trailing bytes: exit %d %s", code, errs)
+	}
+	if _, err := os.Stat(dst3); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused import left %s: %v", dst3, err)
 	}
 }
 

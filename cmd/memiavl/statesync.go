@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"compress/zlib"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -153,6 +154,25 @@ alone.
 	return cmd
 }
 
+// endChecked reads a zlib stream (whose reader checks its checksum before it
+// returns io.EOF) and turns its end into an error when the file goes on
+// after it: a state-sync stream file is one zlib stream, and bytes after it
+// mean a damaged or mistaken file, to be refused before the import commits.
+type endChecked struct {
+	zr io.Reader
+	br *bufio.Reader
+}
+
+func (r endChecked) Read(p []byte) (int, error) {
+	n, err := r.zr.Read(p)
+	if err == io.EOF {
+		if _, perr := r.br.Peek(1); perr != io.EOF {
+			return n, errors.New("bytes after the end of the compressed stream")
+		}
+	}
+	return n, err
+}
+
 func runImport(w, diag io.Writer, file, dir string, height int64, stores []string) error {
 	if height <= 0 {
 		return usagef("--height is required and must be positive")
@@ -163,13 +183,14 @@ func runImport(w, diag io.Writer, file, dir string, height int64, stores []strin
 	}
 	defer f.Close()
 	start := time.Now()
-	zr, err := zlib.NewReader(bufio.NewReaderSize(f, 1<<20))
+	br := bufio.NewReaderSize(f, 1<<20)
+	zr, err := zlib.NewReader(br)
 	if err != nil {
 		return fmt.Errorf("%s is not a state-sync stream file: %w", file, err)
 	}
 	defer zr.Close()
 	next, err := compat.RestoreDB(dir, uint64(height), snapshottypes.CurrentFormat,
-		protoio.NewDelimitedReader(zr, maxStreamItem), multitree.Options{InitialStores: stores})
+		protoio.NewDelimitedReader(endChecked{zr, br}, maxStreamItem), multitree.Options{InitialStores: stores})
 	if err != nil {
 		return err
 	}
