@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -59,9 +61,14 @@ type DB struct {
 		initial int64                    // initial version
 		info    *storetypes.CommitInfo   // of version
 		pending wal.Entry                // changes of the working version
-		touched map[string]bool          // stores changed in the working version
-		rewrite *rewriteJob              // running background rewrite
-		pruning bool
+		// origins maps the stores after the working version's upgrades
+		// so far to the stores at its start whose pairs they hold ("" for
+		// a new store), and start the stores at its start to themselves;
+		// both nil before its first upgrade (ApplyUpgrades)
+		origins, start map[string]string
+		touched        map[string]bool // stores changed in the working version
+		rewrite        *rewriteJob     // running background rewrite
+		pruning        bool
 		// pruneAgain has the running prune go again, for a snapshot
 		// switched to while it ran
 		pruneAgain bool
@@ -536,6 +543,37 @@ func applyUpgrades(trees map[string]*memiavl.Tree, u wal.Upgrades, v int64) erro
 	return nil
 }
 
+// upgradeOrigins applies u to origins (store name -> the store at the
+// version's start whose pairs it holds, "" for a new store) in the order and
+// with the checks of applyUpgrades, and returns the result.
+func upgradeOrigins(origins map[string]string, u wal.Upgrades) (map[string]string, error) {
+	m := maps.Clone(origins)
+	for _, name := range u.Deleted {
+		if _, ok := m[name]; !ok {
+			return nil, fmt.Errorf("%w: cannot delete %q", ErrUnknownStore, name)
+		}
+		delete(m, name)
+	}
+	for _, r := range u.Renamed {
+		o, ok := m[r.OldName]
+		if !ok {
+			return nil, fmt.Errorf("%w: cannot rename %q", ErrUnknownStore, r.OldName)
+		}
+		if _, ok := m[r.NewName]; ok {
+			return nil, fmt.Errorf("%w: cannot rename %q to %q", ErrStoreExists, r.OldName, r.NewName)
+		}
+		delete(m, r.OldName)
+		m[r.NewName] = o
+	}
+	for _, name := range u.Added {
+		if _, ok := m[name]; ok {
+			return nil, fmt.Errorf("%w: cannot add %q", ErrStoreExists, name)
+		}
+		m[name] = ""
+	}
+	return m, nil
+}
+
 // applyChangeSets applies a replayed version's css to trees (applyByStore)
 // and returns the error of the first change set, in css's order, that
 // failed; the trees are then left part applied, which a replay abandons.
@@ -741,7 +779,15 @@ func (db *DB) SetInitialVersion(v int64) error {
 }
 
 // ApplyUpgrades adds, renames and deletes stores in the working version, as
-// StoreUpgrades do in the SDK. It must come before any change of the version.
+// StoreUpgrades do in the SDK: the deletions first, then the renames in
+// order, then the additions. It must come before any change of the version.
+//
+// The log records a version's upgrades as one such set, so a further call
+// in the same version is accepted only when the set of all the version's
+// upgrades, applied in that order, gives the same stores with the same
+// pairs as the calls one after the other (adding two stores in two calls
+// does; adding a store and renaming it in the next call does not, and is
+// refused: apply them in one call, or as the set they amount to).
 func (db *DB) ApplyUpgrades(u wal.Upgrades) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -754,6 +800,31 @@ func (db *DB) ApplyUpgrades(u wal.Upgrades) error {
 	if len(u.Added)+len(u.Renamed)+len(u.Deleted) == 0 {
 		return nil
 	}
+	start, origins := db.mu.start, db.mu.origins
+	if start == nil {
+		start = make(map[string]string, len(db.mu.trees))
+		for name := range db.mu.trees {
+			start[name] = name
+		}
+		origins = start
+	}
+	after, err := upgradeOrigins(origins, u)
+	if err != nil {
+		return err
+	}
+	if db.mu.start != nil {
+		// the version's upgrades as the log will replay them, from
+		// the stores at its start
+		p := db.mu.pending.Upgrades
+		all := wal.Upgrades{
+			Added:   append(slices.Clone(p.Added), u.Added...),
+			Renamed: append(slices.Clone(p.Renamed), u.Renamed...),
+			Deleted: append(slices.Clone(p.Deleted), u.Deleted...),
+		}
+		if replayed, err := upgradeOrigins(start, all); err != nil || !maps.Equal(replayed, after) {
+			return fmt.Errorf("%w: these store upgrades, after the version's earlier ones, are not what the log would replay (a version's upgrades are one set: deletions, renames, then additions); apply them in one call", ErrConflict)
+		}
+	}
 	// apply to a copy of the map so that a failing upgrade changes nothing
 	trees := make(map[string]*memiavl.Tree, len(db.mu.trees))
 	for k, v := range db.mu.trees {
@@ -763,6 +834,7 @@ func (db *DB) ApplyUpgrades(u wal.Upgrades) error {
 		return err
 	}
 	db.mu.trees = trees
+	db.mu.start, db.mu.origins = start, after
 	p := &db.mu.pending.Upgrades
 	p.Added = append(p.Added, u.Added...)
 	p.Renamed = append(p.Renamed, u.Renamed...)
@@ -995,6 +1067,7 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 	db.mu.version = v
 	db.mu.info = commitInfo(db.mu.trees, v)
 	db.mu.pending = wal.Entry{}
+	db.mu.origins, db.mu.start = nil, nil
 	db.mu.touched = map[string]bool{}
 
 	db.switchIfDoneLocked()

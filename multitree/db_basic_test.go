@@ -871,3 +871,68 @@ func TestInitialVersionChangedBeforeFirstCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradesInSeveralCalls: a version's store upgrades given in several
+// ApplyUpgrades calls are logged as one set, so a call is accepted only
+// when that set replays to the same stores with the same pairs; every
+// accepted sequence reopens (replays) to what was committed.
+func TestUpgradesInSeveralCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		calls []wal.Upgrades
+		ok    bool
+	}{
+		{"two additions", []wal.Upgrades{{Added: []string{"x"}}, {Added: []string{"y"}}}, true},
+		{"rename, then add the old name", []wal.Upgrades{{Renamed: []wal.RenamedStore{{OldName: "a", NewName: "c"}}}, {Added: []string{"a"}}}, true},
+		{"delete, then add again", []wal.Upgrades{{Deleted: []string{"a"}}, {Added: []string{"a"}}}, true},
+		{"rename twice", []wal.Upgrades{{Renamed: []wal.RenamedStore{{OldName: "a", NewName: "c"}}}, {Renamed: []wal.RenamedStore{{OldName: "c", NewName: "d"}}}}, true},
+		{"add, then rename it", []wal.Upgrades{{Added: []string{"x"}}, {Renamed: []wal.RenamedStore{{OldName: "x", NewName: "y"}}}}, false},
+		{"add, then delete it", []wal.Upgrades{{Added: []string{"x"}}, {Deleted: []string{"x"}}}, false},
+		{"rename, then delete the new name", []wal.Upgrades{{Renamed: []wal.RenamedStore{{OldName: "a", NewName: "c"}}}, {Deleted: []string{"c"}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a", "b"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.Set("a", []byte("k"), []byte("a's")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.ApplyUpgrades(tc.calls[0]); err != nil {
+				t.Fatal(err)
+			}
+			before := fmt.Sprint(db.StoreNames())
+			err = db.ApplyUpgrades(tc.calls[1])
+			if !tc.ok {
+				if !errors.Is(err, ErrConflict) {
+					t.Fatalf("second call: %v", err)
+				}
+				if after := fmt.Sprint(db.StoreNames()); after != before {
+					t.Fatalf("the refused call changed the stores: %s, then %s", before, after)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			info, err := db.Commit()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stores := fmt.Sprint(db.StoreNames())
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err = Open(dir, Options{})
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			if !bytes.Equal(db.LastCommitInfo().Hash(), info.Hash()) || fmt.Sprint(db.StoreNames()) != stores {
+				t.Fatalf("reopened with stores %v and another hash, committed %s", db.StoreNames(), stores)
+			}
+		})
+	}
+}
