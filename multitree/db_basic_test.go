@@ -936,3 +936,46 @@ func TestUpgradesInSeveralCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestLongStoreNames: the longest store name allowed (119 bytes, which is
+// not a plain name, so its tree directory is named in hex) goes through a
+// snapshot rewrite and a reopen; a longer one, whose directory's temporary
+// name would not fit a file system's 255 bytes, is refused up front.
+func TestLongStoreNames(t *testing.T) {
+	long := strings.Repeat("é", 59) + "a" // 119 bytes
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.ApplyUpgrades(wal.Upgrades{Added: []string{long + "x"}}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("a 120-byte store name: %v", err)
+	}
+	if _, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{long + "x"}}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("a 120-byte initial store name: %v", err)
+	}
+	if err := db.ApplyUpgrades(wal.Upgrades{Added: []string{long}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(long, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{OpenCheck: OpenCheckSync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.SnapshotVersion() != info.Version || !bytes.Equal(db.LastCommitInfo().Hash(), info.Hash()) {
+		t.Fatalf("reopened at snapshot %d with another hash", db.SnapshotVersion())
+	}
+}

@@ -56,7 +56,11 @@ const (
 	currentMagic    uint32 = 0x4D544350
 	currentFileSize        = 16
 	hashSize               = 32
-	maxStoreName           = 1 << 15
+	// maxStoreName bounds a store name: its tree directory's name
+	// ("x-" and the name in hex, see treeDirName), with the suffix of the
+	// temporary name it is written under (".tmp-" and up to 10 digits),
+	// must fit the 255 bytes file systems allow
+	maxStoreName = 120
 
 	lockFileName     = "LOCK"
 	currentFileName  = "current"

@@ -59,7 +59,9 @@ func (c OpenCheck) String() string {
 type Options struct {
 	// CreateIfMissing creates an empty database when dir holds none.
 	CreateIfMissing bool
-	// InitialStores are the stores of a newly created database.
+	// InitialStores are the stores of a newly created database. A store
+	// name (here, in upgrades and in imports) is 1 to 119 bytes, so that
+	// the directory of its tree, named after it, fits a file system.
 	InitialStores []string
 	// InitialVersion is the version of the first commit of a newly created
 	// database (0 and 1 both mean 1).
