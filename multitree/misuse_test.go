@@ -163,3 +163,31 @@ func applyToNames(stores []string, u wal.Upgrades) []string {
 	}
 	return append(out, u.Added...)
 }
+
+// TestOptionsAtTheirBounds: an asynchronous queue too long to allocate is
+// refused; a rewrite concurrency far beyond the trees and processors
+// writes the snapshot (it used to start that many goroutines).
+func TestOptionsAtTheirBounds(t *testing.T) {
+	if _, err := Open(t.TempDir(), Options{CreateIfMissing: true, AsyncCommitBuffer: 1 << 40}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("AsyncCommitBuffer 1<<40: %v", err)
+	}
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a", "b"}, RewriteConcurrency: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := 0; i < 3; i++ {
+		if err := db.Set("a", []byte{byte(i)}, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if db.SnapshotVersion() != 3 {
+		t.Fatalf("snapshot %d", db.SnapshotVersion())
+	}
+}

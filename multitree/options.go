@@ -19,6 +19,10 @@ const (
 // interval.
 const MinRewriteRateLimit = 64 << 10
 
+// MaxAsyncCommitBuffer bounds Options.AsyncCommitBuffer: the queue is
+// allocated whole, and a longer one only holds more unlogged versions.
+const MaxAsyncCommitBuffer = 1 << 16
+
 // OpenCheck is how Open checks the checksums of the snapshot files it maps.
 // Reads are served from those files as they are, so damage that no check
 // has found (a flipped bit of a value, say) would be served. The files are
@@ -99,7 +103,8 @@ type Options struct {
 
 	// AsyncCommitBuffer is the length of the write-ahead log's queue. 0
 	// writes each commit's log entry before Commit returns; N > 0 lets N
-	// entries wait for the background log writer (group commit).
+	// entries wait for the background log writer (group commit), up to
+	// MaxAsyncCommitBuffer.
 	AsyncCommitBuffer int
 	// Sync is the log's fsync policy (see package wal for what a crash can
 	// lose under each).
@@ -152,6 +157,8 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("RewriteRateLimit %d below the minimum of %d bytes per second", o.RewriteRateLimit, MinRewriteRateLimit)
 	case o.AsyncCommitBuffer < 0:
 		return bad("negative AsyncCommitBuffer %d", o.AsyncCommitBuffer)
+	case o.AsyncCommitBuffer > MaxAsyncCommitBuffer:
+		return bad("AsyncCommitBuffer %d above the maximum of %d", o.AsyncCommitBuffer, MaxAsyncCommitBuffer)
 	case o.TargetVersion < 0:
 		return bad("negative TargetVersion %d", o.TargetVersion)
 	case o.Rollback && o.TargetVersion == 0:

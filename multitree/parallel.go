@@ -2,6 +2,7 @@ package multitree
 
 import (
 	"cmp"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,9 @@ func parallel(n, workers int, f func(i int)) {
 // worker, the calls run on the calling goroutine and spawn drops the
 // tasks.
 func parallelTasks(n, workers int, f func(i int, spawn func(task func()))) {
+	// more workers than calls only help the handed tasks, which need no
+	// more than the processors
+	workers = min(workers, max(n, runtime.GOMAXPROCS(0)))
 	if workers <= 1 {
 		for i := 0; i < n; i++ {
 			f(i, func(func()) {})
