@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
@@ -189,5 +191,48 @@ func TestOptionsAtTheirBounds(t *testing.T) {
 	}
 	if db.SnapshotVersion() != 3 {
 		t.Fatalf("snapshot %d", db.SnapshotVersion())
+	}
+}
+
+// TestFailedCreateLeavesNothing: an open that creates a database and then
+// fails (here on its log's options) leaves no database behind, and no
+// directory it created; one refused up front creates nothing.
+func TestFailedCreateLeavesNothing(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "db")
+	if _, err := Open(dir, Options{CreateIfMissing: true, WALSegmentSize: 1}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("WALSegmentSize 1: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed open left %s: %v", dir, err)
+	}
+	existing := t.TempDir()
+	if _, err := Open(existing, Options{CreateIfMissing: true, WALSegmentSize: 1}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("WALSegmentSize 1: %v", err)
+	}
+	if _, err := Open(existing, Options{CreateIfMissing: true, TargetVersion: 5}); !errors.Is(err, ErrVersion) {
+		t.Fatalf("TargetVersion of a new database: %v", err)
+	}
+	if ents, _ := os.ReadDir(existing); len(ents) > 1 || len(ents) == 1 && ents[0].Name() != lockFileName {
+		t.Fatalf("the failed opens left %v", ents)
+	}
+	if _, err := Open(existing, Options{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a database is left: %v", err)
+	}
+}
+
+// TestRewriteSnapshotCancelledContext: a context cancelled before the call
+// writes nothing.
+func TestRewriteSnapshotCancelledContext(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	commitN(t, db, 1, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := db.RewriteSnapshot(ctx); !errors.Is(err, context.Canceled) || db.SnapshotVersion() != 0 {
+		t.Fatalf("RewriteSnapshot with a cancelled context: %v, snapshot %d", err, db.SnapshotVersion())
 	}
 }

@@ -438,6 +438,9 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 // that the write copies from fails it with ErrCorrupt (see
 // memiavl.Tree.WriteSnapshot); VerifySnapshot checks more.
 func (db *DB) RewriteSnapshot(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if err := db.writable(); err != nil {

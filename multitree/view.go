@@ -1,6 +1,7 @@
 package multitree
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 	storetypes "cosmossdk.io/store/types"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // View is a read-only, immutable view of one committed version. It pins the
@@ -154,6 +156,9 @@ func (db *DB) loadFrom(base, version int64) (*state, error) {
 	}
 	db.adopt(gen)
 	err = db.replay(trees, base, version)
+	if errors.Is(err, wal.ErrClosed) {
+		err = fmt.Errorf("%w: %w", ErrClosed, err) // by Close, meanwhile
+	}
 	if err == nil {
 		err = checkBaseKept(db.dir, base)
 	}
