@@ -25,8 +25,8 @@ type Config struct {
 	// oldest kept snapshot, and so does a rollback.
 	SnapshotKeepRecent int `mapstructure:"snapshot-keep-recent"`
 	// AsyncCommitBuffer is how many blocks' log entries may wait for the
-	// background log writer. 0 writes each block's entry before Commit
-	// returns.
+	// background log writer, up to multitree.MaxAsyncCommitBuffer. 0
+	// writes each block's entry before Commit returns.
 	AsyncCommitBuffer int `mapstructure:"async-commit-buffer"`
 	// Fsync is the log's fsync policy: "every-commit", "grouped" or "none".
 	// A crash loses nothing committed with "every-commit" and a synchronous
@@ -100,6 +100,8 @@ func (c Config) Validate() error {
 		return bad("negative snapshot-keep-recent %d", c.SnapshotKeepRecent)
 	case c.AsyncCommitBuffer < 0:
 		return bad("negative async-commit-buffer %d", c.AsyncCommitBuffer)
+	case c.AsyncCommitBuffer > multitree.MaxAsyncCommitBuffer:
+		return bad("async-commit-buffer %d above the maximum of %d", c.AsyncCommitBuffer, multitree.MaxAsyncCommitBuffer)
 	case c.RewriteConcurrency < 0:
 		return bad("negative rewrite-concurrency %d", c.RewriteConcurrency)
 	case c.RewriteRateLimit < 0:

@@ -158,7 +158,6 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	}
 	db := &DB{dir: dir, opts: opts, maxLogged: wal.MaxEntrySize}
 	db.ctx, db.cancel = context.WithCancel(context.Background())
-	var createdDir, createdDB, createdWAL bool
 	defer func() {
 		if err != nil {
 			db.cancel()
@@ -167,17 +166,6 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			}
 			db.releaseAll()
 			db.stopUnmapper()
-			// an open that fails leaves no database it created
-			switch {
-			case createdDir:
-				_ = os.RemoveAll(dir)
-			case createdDB:
-				_ = os.Remove(filepath.Join(dir, currentFileName))
-				_ = os.RemoveAll(filepath.Join(dir, snapshotDirName(0)))
-				if createdWAL {
-					_ = os.RemoveAll(filepath.Join(dir, walDirName))
-				}
-			}
 			_ = unlockDir(db.lock)
 		}
 	}()
@@ -189,21 +177,16 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if !opts.CreateIfMissing {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, dir)
 		}
+		// refused before anything is written: a database created and
+		// left behind by a failed open would be one nobody asked for
 		if opts.TargetVersion > 0 {
 			return nil, fmt.Errorf("%w: TargetVersion %d of a database not created yet", ErrVersion, opts.TargetVersion)
-		}
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			createdDir = true
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
 		if db.lock, err = lockDir(dir); err != nil {
 			return nil, err
-		}
-		createdDB = true
-		if _, err := os.Stat(filepath.Join(dir, walDirName)); errors.Is(err, os.ErrNotExist) {
-			createdWAL = true
 		}
 		if err := db.create(); err != nil {
 			return nil, err

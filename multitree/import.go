@@ -259,6 +259,9 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 			}
 			return nil, err
 		}
+		if err := checkImportTarget(dir); err != nil { // again, under the lock
+			return nil, err
+		}
 		im.owned = true
 		if err := removeImportLeftovers(dir); err != nil {
 			return nil, err

@@ -194,9 +194,9 @@ func TestOptionsAtTheirBounds(t *testing.T) {
 	}
 }
 
-// TestFailedCreateLeavesNothing: an open that creates a database and then
-// fails (here on its log's options) leaves no database behind, and no
-// directory it created; one refused up front creates nothing.
+// TestFailedCreateLeavesNothing: the options an open with CreateIfMissing
+// cannot honour (an invalid log segment size, a TargetVersion of a
+// database not created yet) are refused before it creates anything.
 func TestFailedCreateLeavesNothing(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "db")

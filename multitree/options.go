@@ -155,6 +155,8 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("negative RewriteRateLimit %d", o.RewriteRateLimit)
 	case o.RewriteRateLimit > 0 && o.RewriteRateLimit < MinRewriteRateLimit:
 		return bad("RewriteRateLimit %d below the minimum of %d bytes per second", o.RewriteRateLimit, MinRewriteRateLimit)
+	case o.WALSegmentSize < 0 || o.WALSegmentSize > 0 && o.WALSegmentSize < wal.MinSegmentSize:
+		return bad("WALSegmentSize %d: 0 (the default) or at least %d bytes", o.WALSegmentSize, wal.MinSegmentSize)
 	case o.AsyncCommitBuffer < 0:
 		return bad("negative AsyncCommitBuffer %d", o.AsyncCommitBuffer)
 	case o.AsyncCommitBuffer > MaxAsyncCommitBuffer:

@@ -43,6 +43,10 @@ const (
 	DefaultGroupCount    = 64
 )
 
+// MinSegmentSize is the smallest SegmentSize: one byte more than a
+// segment's header.
+const MinSegmentSize = segmentHeaderSize + 1
+
 // Options configure a Log. The zero value is valid: 64 MiB segments,
 // SyncEveryCommit, synchronous appends.
 type Options struct {

@@ -262,6 +262,17 @@ func TestWALDump(t *testing.T) {
 	if code, _, errs := cli(t, "wal", "dump", t.TempDir()); code != exitFailure || !strings.Contains(errs, "neither") {
 		t.Errorf("wal dump of an empty directory: exit %d %s", code, errs)
 	}
+	// a database's empty log, given as the database or as its log
+	// directory, is an empty log
+	stream := filepath.Join(t.TempDir(), "state.bin")
+	mustCLI(t, "export", dir, stream)
+	empty := filepath.Join(t.TempDir(), "imported")
+	mustCLI(t, "import", "--height", "12", stream, empty) // an empty log
+	for _, d := range []string{empty, filepath.Join(empty, "wal")} {
+		if out := mustCLI(t, "wal", "dump", d); !strings.Contains(out, "empty") {
+			t.Errorf("wal dump %s of an empty log: %q", d, out)
+		}
+	}
 }
 
 // TestWALDumpBesidePrune: a segment removed between the open and the read,

@@ -34,8 +34,10 @@ application database (<home>/data/application.db, the rootmulti layout) at
 --height (default: the application's latest version). Each tree is streamed
 into the new snapshot; every root hash must equal the one the application
 recorded, and, when every store is imported, the app hash too, otherwise
-nothing is left in <dir>. The application database is only read, but it is
-opened normally: stop the node first. <dir> must not hold a database.`,
+nothing is left in <dir>. The application database is a directory named
+<name>.db; it is only read (a goleveldb one is opened read-only, which a
+running node's lock refuses: stop the node first). <dir> must not hold a
+database.`,
 		Example: `  memiavl import-iavl ~/.gaia/data/application.db ~/.gaia/data/memiavl.db`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -148,8 +148,16 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		if err := db.Close(); err != nil {
 			return err
 		}
+		// the snapshots the rollback removed were kept before it; those
+		// still kept after a plain open are the database's own
+		kept := keptBefore
+		if !o.rollback {
+			if kept, err = listSnapshotVersions(dir); err != nil {
+				return err
+			}
+		}
 		var newer []int64
-		for _, v := range keptBefore {
+		for _, v := range kept {
 			if v > base {
 				newer = append(newer, v)
 			}

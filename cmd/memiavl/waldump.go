@@ -99,7 +99,11 @@ func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
 	// an empty log is one of a database (beside its current pointer);
 	// a directory without either is something else, not an empty log
 	segments, _ := filepath.Glob(filepath.Join(walDir, "[0-9]*.wal"))
-	if _, err := os.Stat(filepath.Join(dir, currentName)); len(segments) == 0 && err != nil {
+	db := dir
+	if walDir == dir {
+		db = filepath.Dir(filepath.Clean(dir)) // given the log directory
+	}
+	if _, err := os.Stat(filepath.Join(db, currentName)); len(segments) == 0 && err != nil {
 		return fmt.Errorf("%s is neither a memiavl database nor its log directory (no %s, no log segments)", dir, currentName)
 	}
 	l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
