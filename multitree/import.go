@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -354,7 +353,7 @@ func importLeftover(dir, name string) bool {
 			return false
 		}
 		for _, e := range ents {
-			if !logSegmentName.MatchString(e.Name()) {
+			if !wal.IsSegmentFile(e.Name()) {
 				return false
 			}
 		}
@@ -362,10 +361,6 @@ func importLeftover(dir, name string) bool {
 	}
 	return false
 }
-
-// logSegmentName matches the log's segment files and their temporary
-// names (see package wal).
-var logSegmentName = regexp.MustCompile(`^[0-9]{20}\.wal(\.tmp)?$`)
 
 // Version returns the version being imported.
 func (im *Importer) Version() int64 { return im.version }

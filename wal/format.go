@@ -72,6 +72,7 @@ import (
 	"hash/crc32"
 	"math"
 	"math/bits"
+	"strings"
 )
 
 const (
@@ -108,6 +109,14 @@ func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 // version base.
 func segmentName(base int64) string {
 	return fmt.Sprintf("%0*d%s", segmentNameDigits, base, segmentExt)
+}
+
+// IsSegmentFile reports whether name is the file name of a log segment, or
+// of one being created (its temporary name), so that other code can tell a
+// log directory's own files from anything else in it.
+func IsSegmentFile(name string) bool {
+	_, ok := parseSegmentName(strings.TrimSuffix(name, tmpExt))
+	return ok
 }
 
 // parseSegmentName returns the base version encoded in a segment file name.

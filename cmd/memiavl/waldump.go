@@ -83,6 +83,17 @@ type walEntryJSON struct {
 	Stores   []walStoreJSON `json:"stores"`
 }
 
+// hasSegments reports whether dir holds a log segment file.
+func hasSegments(dir string) bool {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if wal.IsSegmentFile(e.Name()) {
+			return true
+		}
+	}
+	return false
+}
+
 func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
 	if o.from < 0 || o.to < 0 {
 		return usagef("--from and --to must not be negative")
@@ -98,12 +109,11 @@ func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
 	}
 	// an empty log is one of a database (beside its current pointer);
 	// a directory without either is something else, not an empty log
-	segments, _ := filepath.Glob(filepath.Join(walDir, "[0-9]*.wal"))
 	db := dir
 	if walDir == dir {
 		db = filepath.Dir(filepath.Clean(dir)) // given the log directory
 	}
-	if _, err := os.Stat(filepath.Join(db, currentName)); len(segments) == 0 && err != nil {
+	if _, err := os.Stat(filepath.Join(db, currentName)); err != nil && !hasSegments(walDir) {
 		return fmt.Errorf("%s is neither a memiavl database nor its log directory (no %s, no log segments)", dir, currentName)
 	}
 	l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
