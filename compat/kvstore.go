@@ -168,15 +168,24 @@ func (st *TreeStore) Commit() types.CommitID {
 // the store's root hash at it. A store added in the working version has not
 // been committed: version 0 and the empty tree's hash.
 func (st *TreeStore) LastCommitID() types.CommitID {
-	if info := st.db.LastCommitInfo(); info != nil {
-		for _, si := range info.StoreInfos {
-			if si.Name == st.name {
-				return si.CommitId
-			}
-		}
+	if si, ok := lastStoreInfo(st.db, st.name); ok {
+		return si.CommitId
 	}
 	empty := sha256.Sum256(nil)
 	return types.CommitID{Hash: empty[:]}
+}
+
+// lastStoreInfo returns store's entry in the last commit info, if it has
+// one.
+func lastStoreInfo(db *multitree.DB, store string) (types.StoreInfo, bool) {
+	if info := db.LastCommitInfo(); info != nil {
+		for _, si := range info.StoreInfos {
+			if si.Name == store {
+				return si, true
+			}
+		}
+	}
+	return types.StoreInfo{}, false
 }
 
 // WorkingHash implements types.Committer: the root hash of the working tree.

@@ -90,18 +90,10 @@ func (s *MultiStore) pinnedTree(db *multitree.DB, store string, h int64) (*multi
 	return v, t
 }
 
-// committed reports whether store is in the last committed version.
-func committed(db *multitree.DB, store string) bool {
-	info := db.LastCommitInfo()
-	if info == nil || info.Version == 0 {
-		return false
-	}
-	for _, si := range info.StoreInfos {
-		if si.Name == store {
-			return true
-		}
-	}
-	return false
+// inLast reports whether store is in the last commit info.
+func inLast(db *multitree.DB, store string) bool {
+	_, ok := lastStoreInfo(db, store)
+	return ok
 }
 
 // queryStore answers a store query ("/key" or "/subspace") like
@@ -127,7 +119,7 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery) (res *typ
 		latest := db.Version()
 		if view, tree = s.pinnedTree(db, store, latest-1); tree != nil {
 			height = latest - 1
-		} else if view, tree = s.pinnedTree(db, store, latest); tree != nil || committed(db, store) {
+		} else if view, tree = s.pinnedTree(db, store, latest); tree != nil || latest > 0 && inLast(db, store) {
 			height = latest
 		} else {
 			// a store without a committed version (a new database, or
