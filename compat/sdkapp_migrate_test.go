@@ -243,17 +243,7 @@ func mig2Migrate(t *testing.T, home string, height, latest int64, bin string, wa
 // (proofs byte for byte), verifying a proof of height against hash.
 func mig2Query(t *testing.T, ours, oracle *testApp, store string, key []byte, height int64, prove bool, hash []byte) *storetypes.ResponseQuery {
 	t.Helper()
-	req := func() *abci.RequestQuery {
-		return &abci.RequestQuery{Path: "/store/" + store + "/key", Data: key, Height: height, Prove: prove}
-	}
-	qa, err := ours.Query(context.Background(), req())
-	if err != nil {
-		t.Fatal(err)
-	}
-	qb, err := oracle.Query(context.Background(), req())
-	if err != nil {
-		t.Fatal(err)
-	}
+	qa, qb := queryBoth(t, ours, oracle, abci.RequestQuery{Path: "/store/" + store + "/key", Data: key, Height: height, Prove: prove})
 	sa, sb := storetypes.ResponseQuery(*qa), storetypes.ResponseQuery(*qb)
 	if err := sameResponse(&sa, nil, &sb, nil); err != nil {
 		t.Fatalf("query %s %q at %d (prove %v): %v", store, key, height, prove, err)
@@ -288,17 +278,7 @@ func mig2QueriesAt(t *testing.T, ours, oracle *testApp, chain *lifeChain, height
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := func() *abci.RequestQuery {
-			return &abci.RequestQuery{Path: "/cosmos.bank.v1beta1.Query/Balance", Data: data, Height: height}
-		}
-		qa, err := ours.Query(context.Background(), req())
-		if err != nil {
-			t.Fatal(err)
-		}
-		qb, err := oracle.Query(context.Background(), req())
-		if err != nil {
-			t.Fatal(err)
-		}
+		qa, qb := queryBoth(t, ours, oracle, abci.RequestQuery{Path: "/cosmos.bank.v1beta1.Query/Balance", Data: data, Height: height})
 		if qa.Code != 0 || qb.Code != 0 || !bytes.Equal(qa.Value, qb.Value) {
 			t.Fatalf("gRPC balance at %d: code %d %X (%s), oracle code %d %X (%s)", height, qa.Code, qa.Value, qa.Log, qb.Code, qb.Value, qb.Log)
 		}

@@ -239,15 +239,7 @@ func compareAppQueries(t *testing.T, r *rand.Rand, ours, oracle *testApp, addrs 
 		key = append(key, 'x') // absent
 	}
 	for _, height := range []int64{h, h - 1} {
-		req := &abci.RequestQuery{Path: "/store/bank/key", Data: key, Height: height, Prove: true}
-		qa, err := ours.Query(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		qb, err := oracle.Query(context.Background(), &abci.RequestQuery{Path: "/store/bank/key", Data: key, Height: height, Prove: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		qa, qb := queryBoth(t, ours, oracle, abci.RequestQuery{Path: "/store/bank/key", Data: key, Height: height, Prove: true})
 		sa, sb := storetypes.ResponseQuery(*qa), storetypes.ResponseQuery(*qb)
 		if err := sameResponse(&sa, nil, &sb, nil); err != nil {
 			t.Fatalf("store query at %d: %v", height, err)
@@ -270,16 +262,24 @@ func compareAppQueries(t *testing.T, r *rand.Rand, ours, oracle *testApp, addrs 
 		t.Fatal(err)
 	}
 	height := h - int64(r.Intn(3))
-	path := "/cosmos.bank.v1beta1.Query/Balance"
-	qa, err := ours.Query(context.Background(), &abci.RequestQuery{Path: path, Data: data, Height: height})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qb, err := oracle.Query(context.Background(), &abci.RequestQuery{Path: path, Data: data, Height: height})
-	if err != nil {
-		t.Fatal(err)
-	}
+	qa, qb := queryBoth(t, ours, oracle, abci.RequestQuery{Path: "/cosmos.bank.v1beta1.Query/Balance", Data: data, Height: height})
 	if qa.Code != 0 || qb.Code != 0 || !bytes.Equal(qa.Value, qb.Value) {
 		t.Fatalf("gRPC balance at %d: code %d %X (%s), default store code %d %X (%s)", height, qa.Code, qa.Value, qa.Log, qb.Code, qb.Value, qb.Log)
 	}
+}
+
+// queryBoth sends the same ABCI query to both apps (each its own copy, as
+// BaseApp may fill in the height) and returns their responses.
+func queryBoth(t *testing.T, ours, oracle *testApp, req abci.RequestQuery) (a, b *abci.ResponseQuery) {
+	t.Helper()
+	ra, rb := req, req
+	a, err := ours.Query(context.Background(), &ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = oracle.Query(context.Background(), &rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
 }

@@ -3,6 +3,7 @@ package memiavl_test
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"math/rand"
 	"sort"
 	"strconv"
@@ -126,17 +127,22 @@ func (w *workload) step() {
 	}
 }
 
-func (w *workload) save() {
-	h1, v1, err := w.ours.SaveVersion()
+func (w *workload) save() { saveBoth(w.t, fmt.Sprintf("after op %d", w.ops), w.ours, w.ref) }
+
+// saveBoth saves a version of ours and of ref, which must get the same
+// version number and root hash.
+func saveBoth(t testing.TB, what string, ours *memiavl.Tree, ref *iavl.MutableTree) {
+	t.Helper()
+	h1, v1, err := ours.SaveVersion()
 	if err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
-	h2, v2, err := w.ref.SaveVersion()
+	h2, v2, err := ref.SaveVersion()
 	if err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if v1 != v2 || !bytes.Equal(h1, h2) {
-		w.t.Fatalf("after op %d: version %d hash %X, iavl version %d hash %X", w.ops, v1, h1, v2, h2)
+		t.Fatalf("%s: version %d hash %X, iavl version %d hash %X", what, v1, h1, v2, h2)
 	}
 }
 
@@ -589,17 +595,7 @@ func TestInitialVersionAfterChanges(t *testing.T) {
 		if h, rh := tr.RootHash(), ref.WorkingHash(); !bytes.Equal(h, rh) {
 			t.Fatalf("initial %d: working hash %X, iavl %X", initial, h, rh)
 		}
-		h1, v1, err := tr.SaveVersion()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h2, v2, err := ref.SaveVersion()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v1 != v2 || !bytes.Equal(h1, h2) {
-			t.Fatalf("initial %d: saved %d %X, iavl %d %X", initial, v1, h1, v2, h2)
-		}
+		saveBoth(t, fmt.Sprintf("initial %d", initial), tr, ref)
 		if err := tr.Check(); err != nil {
 			t.Fatal(err)
 		}

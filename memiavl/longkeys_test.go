@@ -39,17 +39,7 @@ func TestLongKeysAndValuesAgainstIAVL(t *testing.T) {
 	}
 	save := func(what string) {
 		t.Helper()
-		h1, v1, err := ours.SaveVersion()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h2, v2, err := ref.SaveVersion()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v1 != v2 || !bytes.Equal(h1, h2) {
-			t.Fatalf("%s: version %d hash %X, iavl version %d hash %X", what, v1, h1, v2, h2)
-		}
+		saveBoth(t, what, ours, ref)
 	}
 	set := func(k, v []byte) {
 		t.Helper()
