@@ -112,13 +112,17 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	latestBefore, err := multitree.LatestVersion(dir)
-	if err != nil {
-		return err
-	}
-	keptBefore, err := listSnapshotVersions(dir)
-	if err != nil {
-		return err
+	// what a rollback discards, for its report
+	var latestBefore int64
+	var keptBefore []int64
+	if o.rollback {
+		var err error
+		if latestBefore, err = multitree.LatestVersion(dir); err != nil {
+			return err
+		}
+		if keptBefore, err = listSnapshotVersions(dir); err != nil {
+			return err
+		}
 	}
 	if o.rollback && !o.skipVerify {
 		// the writer's open rolls back: verify before anything changes
@@ -148,7 +152,7 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		if err := db.Close(); err != nil {
 			return err
 		}
-		// the snapshots the rollback removed were kept before it; those
+		// the snapshots a rollback removed were kept before it; those
 		// still kept after a plain open are the database's own
 		kept := keptBefore
 		if !o.rollback {
