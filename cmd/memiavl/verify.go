@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 
@@ -31,7 +32,8 @@ changing the directory under the reader" and the last attempt's failure:
 run it again, or while the node is stopped.
 
 On success it prints a report and exits 0. On the first problem it prints it
-(naming the file and byte offset where known) on stderr and exits 1.`,
+(naming the file and byte offset where known) on stderr and exits 1; with
+--json it also prints {"ok": false, "error": "..."} on stdout.`,
 		Example: `  memiavl verify ~/.gaia/data/memiavl.db`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,6 +55,8 @@ type verifyJSON struct {
 	// multitree.VerifyReport).
 	WALTornTail *wal.TornTail `json:"wal_torn_tail,omitempty"`
 	OK          bool          `json:"ok"`
+	// Error is the first problem found; set only when OK is false.
+	Error string `json:"error,omitempty"`
 }
 
 func runVerify(w io.Writer, dir string, asJSON bool) error {
@@ -61,7 +65,16 @@ func runVerify(w io.Writer, dir string, asJSON bool) error {
 	}
 	rep, err := multitree.Verify(dir)
 	if err != nil {
-		return fmt.Errorf("verify %s: FAILED: %w", dir, err)
+		err = fmt.Errorf("verify %s: FAILED: %w", dir, err)
+		if asJSON {
+			// The report still goes to stdout, so that a script reading
+			// it sees "ok": false rather than nothing; the error also goes
+			// to stderr and the exit code is 1, as without --json.
+			if werr := writeJSON(w, verifyJSON{OK: false, Error: err.Error()}); werr != nil {
+				return errors.Join(err, werr)
+			}
+		}
+		return err
 	}
 	if asJSON {
 		return writeJSON(w, verifyJSON{
