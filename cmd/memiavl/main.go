@@ -90,6 +90,7 @@ Exit codes: 0 success, 1 the operation failed (e.g. verify found corruption),
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetHelpCommand(newHelpCmd())
 	root.AddCommand(
 		newBenchCmd(),
 		newRewriteCmd(),
@@ -102,6 +103,23 @@ Exit codes: 0 success, 1 the operation failed (e.g. verify found corruption),
 		newImportMemIAVLCmd(),
 	)
 	return root
+}
+
+// newHelpCmd is cobra's help command, except that a topic naming no command
+// is a usage error (exit 2) rather than the main help with exit 0.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "help prints the help of the named command, or of memiavl itself.",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 {
+				return usagef("unknown help topic %q", strings.Join(args, " "))
+			}
+			return cmd.Help()
+		},
+	}
 }
 
 // noArgs rejects positional arguments as a usage error.
