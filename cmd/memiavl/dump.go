@@ -23,7 +23,10 @@ func newDumpCmd() *cobra.Command {
 		Long: `dump opens a database read-only (it takes no lock) and prints its latest
 version (or --version), the app hash, the kept snapshots, the range of
 versions in the write-ahead log, and for each store its key count, root
-hash and the size of its tree in the current snapshot.`,
+hash and the size of its tree in the base snapshot: the kept snapshot the
+version is loaded from (the log replayed on top of it). For the latest
+version that is the current snapshot; with --version it may be an older one.
+A store added after the base snapshot has no tree in it (size 0).`,
 		Example: `  memiavl dump ~/.gaia/data/memiavl.db
   memiavl dump --json --version 1200 ./memiavl.db`,
 		Args: exactArgs(1),
@@ -111,7 +114,7 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	t.add("directory", "%s", dir)
 	t.add("version", "%d", res.Version)
 	t.add("app hash", "%s", res.AppHash)
-	t.add("snapshot", "%d (kept: %v)", res.SnapshotVersion, res.Snapshots)
+	t.add("base snapshot", "%d (kept: %v)", res.SnapshotVersion, res.Snapshots)
 	if res.WALLast == 0 {
 		t.add("log", "empty (%s)", formatBytes(res.WALBytes))
 	} else {
@@ -119,7 +122,7 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	}
 	t.add("disk", "%s", formatBytes(res.DiskBytes))
 	t.write(w)
-	fmt.Fprintf(w, "\n%-24s %12s %6s %12s  %s\n", "STORE", "KEYS", "HEIGHT", "SNAPSHOT", "ROOT HASH")
+	fmt.Fprintf(w, "\n%-24s %12s %6s %12s  %s\n", "STORE", "KEYS", "HEIGHT", "IN BASE", "ROOT HASH")
 	for _, s := range res.Stores {
 		fmt.Fprintf(w, "%-24s %12d %6d %12s  %s\n", s.Name, s.Keys, s.Height, formatBytes(s.SnapshotBytes), s.RootHash)
 	}
