@@ -111,7 +111,9 @@ func snapshotStore(view *multitree.View, name string, w protoio.Writer) error {
 // inner keys, unbalanced nodes, versions after height). Whether the restored
 // state is the one wanted is for the caller to check: state sync compares
 // the resulting app hash with the one the light client trusts, which also
-// catches a stream cut cleanly between two stores.
+// catches a stream cut cleanly between two stores. A stream with no store
+// item is refused when InitialStores is empty too, since it would make a
+// database of no stores.
 //
 // Idempotence: RestoreDB may be retried. A directory left by a failed or
 // interrupted restore is cleaned up. A database in dir at version 0 (nothing
@@ -136,9 +138,14 @@ func RestoreDB(dir string, height uint64, format uint32, protoReader protoio.Rea
 		return snapshottypes.SnapshotItem{}, err
 	}
 	defer im.Close()
-	next, err := restoreStream(im, protoReader)
+	next, stores, err := restoreStream(im, protoReader)
 	if err != nil {
 		return snapshottypes.SnapshotItem{}, err
+	}
+	if stores == 0 && len(opts.InitialStores) == 0 {
+		// Nothing says which stores the state has: committing would make
+		// a database of none, whose app hash no chain has.
+		return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: the stream holds no store, and no store is mounted", ErrSnapshotStream)
 	}
 	if _, err := im.Commit(); err != nil {
 		return snapshottypes.SnapshotItem{}, err
@@ -147,12 +154,12 @@ func RestoreDB(dir string, height uint64, format uint32, protoReader protoio.Rea
 }
 
 // restoreStream feeds the stores of the stream to im and returns the item
-// that ended it (the zero item at the end of the stream).
-func restoreStream(im *multitree.Importer, r protoio.Reader) (snapshottypes.SnapshotItem, error) {
+// that ended it (the zero item at the end of the stream) and the number of
+// stores the stream held.
+func restoreStream(im *multitree.Importer, r protoio.Reader) (_ snapshottypes.SnapshotItem, stores int, _ error) {
 	var (
 		cur     *memiavl.Importer
 		curName string
-		stores  int
 		items   int
 		node    memiavl.ExportNode
 	)
@@ -170,34 +177,34 @@ func restoreStream(im *multitree.Importer, r protoio.Reader) (snapshottypes.Snap
 		var item snapshottypes.SnapshotItem
 		err := r.ReadMsg(&item)
 		if err == io.EOF {
-			return snapshottypes.SnapshotItem{}, finish()
+			return snapshottypes.SnapshotItem{}, stores, finish()
 		}
 		if err != nil {
-			return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
+			return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
 		}
 		switch it := item.Item.(type) {
 		case *snapshottypes.SnapshotItem_Store:
 			if err := finish(); err != nil {
-				return snapshottypes.SnapshotItem{}, err
+				return snapshottypes.SnapshotItem{}, 0, err
 			}
 			name := it.Store.GetName()
 			if stores > 0 && name <= curName {
-				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: store %q after %q: stores must come once each, in name order",
+				return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: store %q after %q: stores must come once each, in name order",
 					ErrSnapshotStream, items, name, curName)
 			}
 			cur, err = im.AddStore(name)
 			if err != nil {
-				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
+				return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
 			}
 			curName = name
 			stores++
 		case *snapshottypes.SnapshotItem_IAVL:
 			if cur == nil {
-				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: IAVL node before any store item", ErrSnapshotStream, items)
+				return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: IAVL node before any store item", ErrSnapshotStream, items)
 			}
 			n := it.IAVL
 			if n == nil || n.Height < 0 || n.Height > math.MaxInt8 {
-				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: node height %d outside [0, %d]",
+				return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: node height %d outside [0, %d]",
 					ErrSnapshotStream, items, n.GetHeight(), math.MaxInt8)
 			}
 			// Protobuf does not tell an empty byte string from an absent
@@ -211,15 +218,15 @@ func restoreStream(im *multitree.Importer, r protoio.Reader) (snapshottypes.Snap
 				node.Value = []byte{}
 			}
 			if err := cur.Add(&node); err != nil {
-				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: store %q: %w", ErrSnapshotStream, items, curName, err)
+				return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: store %q: %w", ErrSnapshotStream, items, curName, err)
 			}
 		case *snapshottypes.SnapshotItem_Extension:
 			if err := finish(); err != nil {
-				return snapshottypes.SnapshotItem{}, err
+				return snapshottypes.SnapshotItem{}, 0, err
 			}
-			return item, nil
+			return item, stores, nil
 		default:
-			return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: item %d: unknown or misplaced item %T", ErrSnapshotStream, items, item.Item)
+			return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: unknown or misplaced item %T", ErrSnapshotStream, items, item.Item)
 		}
 	}
 }

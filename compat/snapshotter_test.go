@@ -456,8 +456,11 @@ func TestRestoreRejectsMalformedStreams(t *testing.T) {
 		}),
 		"truncated mid-message":   good[:midMessage(t, items, len(good)/2)],
 		"truncated between nodes": ssEncode(t, items[:lastNode]),
-		"garbage":                 []byte{5, 0xff, 0xff, 0xff, 0xff, 0xff},
-		"huge length":             {0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3},
+		"no item":                 {},
+		"only an extension": ssEncode(t, []*snapshottypes.SnapshotItem{{Item: &snapshottypes.SnapshotItem_Extension{
+			Extension: &snapshottypes.SnapshotExtensionMeta{Name: "wasm", Format: 1}}}}),
+		"garbage":     []byte{5, 0xff, 0xff, 0xff, 0xff, 0xff},
+		"huge length": {0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3},
 	}
 	// every failure leaves no database, and none over an existing one
 	existing, hashes := ssOurs(t, filepath.Join(t.TempDir(), "existing"), ssBlocks(r, ssStores, 6, 6))
@@ -531,6 +534,20 @@ func TestRestoreCreatesMissingInitialStores(t *testing.T) {
 	defer db.Close()
 	if fmt.Sprint(db.StoreNames()) != "[a b c]" {
 		t.Fatalf("stores %v", db.StoreNames())
+	}
+	// with mounted stores, a stream of none restores them all empty
+	empty := filepath.Join(t.TempDir(), "empty")
+	if _, err := compat.RestoreDB(empty, 3, snapshottypes.CurrentFormat, ssReader(nil),
+		multitree.Options{InitialStores: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	edb, err := multitree.Open(empty, multitree.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer edb.Close()
+	if fmt.Sprint(edb.StoreNames()) != "[a b]" || edb.Version() != 3 {
+		t.Fatalf("stores %v at %d", edb.StoreNames(), edb.Version())
 	}
 	// a nil value in the stream is the empty value, as in rootmulti
 	if v, err := db.Get("b", []byte("k")); err != nil || v == nil || len(v) != 0 {
