@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/zlib"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -106,6 +107,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {}, {"bench", "--help"}, {"rewrite-snapshot", "--help"}, {"verify", "--help"},
 		{"dump", "--help"}, {"wal", "--help"}, {"wal", "dump", "--help"}, {"export", "--help"}, {"import", "--help"}, {"import-iavl", "--help"}, {"import-memiavl", "--help"},
+		{"help"}, {"help", "verify"}, {"help", "wal", "dump"},
 	} {
 		code, out, _ := cli(t, args...)
 		if code != 0 || !strings.Contains(out, "Usage:") {
@@ -136,6 +138,8 @@ func TestUsageErrors(t *testing.T) {
 		{"dump"},
 		{"wal", "dump"},
 		{"wal", "nosuch"},
+		{"help", "nosuch"},
+		{"help", "wal", "nosuch"},
 		{"rewrite-snapshot", "--rollback", dir},
 		{"rewrite-snapshot", "--progress", "fancy", dir},
 		{"import", "file", dir},
@@ -223,8 +227,11 @@ func TestDump(t *testing.T) {
 	}
 	// an older version, replayed from the kept snapshot 0
 	out = mustCLI(t, "dump", "--json", "--version", "10", dir)
-	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Version != 10 {
-		t.Fatalf("dump --version 10: %v %+v", err, res)
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Version != 10 || res.SnapshotVersion != 0 {
+		t.Fatalf("dump --version 10: %v %+v, want version 10 on base snapshot 0", err, res)
+	}
+	if out = mustCLI(t, "dump", "--version", "10", dir); !strings.Contains(out, "base snapshot") {
+		t.Errorf("dump --version 10 does not name the base snapshot:\n%s", out)
 	}
 	if code, _, _ := cli(t, "dump", t.TempDir()); code != exitFailure {
 		t.Errorf("dump of an empty dir: exit %d", code)
@@ -369,6 +376,13 @@ func TestVerifyCorruptWAL(t *testing.T) {
 	}
 	if !strings.Contains(errs, seg) || !strings.Contains(errs, "offset") {
 		t.Errorf("stderr does not name the segment and offset:\n%s", errs)
+	}
+	// With --json the failure is also a report on stdout, with ok false.
+	code, out, errs := cli(t, "verify", "--json", dir)
+	var res verifyJSON
+	if code != exitFailure || json.Unmarshal([]byte(out), &res) != nil || res.OK || !strings.Contains(res.Error, seg) ||
+		!strings.Contains(errs, seg) {
+		t.Errorf("verify --json of a corrupt log: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
 
@@ -590,6 +604,23 @@ func TestExportImport(t *testing.T) {
 	}
 	if _, err := os.Stat(dst3); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the refused import left %s: %v", dst3, err)
+	}
+	// a stream of no store would make a database of none: refused unless
+	// --stores names the stores
+	var zb bytes.Buffer
+	zw := zlib.NewWriter(&zb)
+	_ = zw.Close()
+	empty := filepath.Join(t.TempDir(), "empty.bin")
+	_ = os.WriteFile(empty, zb.Bytes(), 0o644)
+	dst4 := filepath.Join(t.TempDir(), "x")
+	if code, _, errs := cli(t, "import", "--height", "4", empty, dst4); code != exitFailure || !strings.Contains(errs, "no store") {
+		t.Errorf("import of a stream of no store: exit %d %s", code, errs)
+	}
+	if _, err := os.Stat(dst4); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused import left %s: %v", dst4, err)
+	}
+	if out := mustCLI(t, "import", "--height", "4", "--stores", "acc,bank", empty, dst4); !strings.Contains(out, "2 stores") {
+		t.Errorf("import of a stream of no store into mounted stores: %s", out)
 	}
 }
 
