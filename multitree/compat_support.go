@@ -22,10 +22,29 @@ import (
 // SDK query) hold no reference between operations: it pins around each read
 // and fails cleanly, instead of reading unmapped memory, once its version
 // has been given up.
-func (v *View) Pin() bool { return v.st.gen.tryAcquire() }
+func (v *View) Pin() bool {
+	if !v.st.gen.tryAcquire() {
+		return false
+	}
+	v.pins.Add(1)
+	return true
+}
 
-// Unpin releases a reference taken by Pin.
-func (v *View) Unpin() { v.st.gen.release() }
+// Unpin releases a reference taken by Pin. An Unpin without a Pin of the
+// same view still held panics, and releases nothing: releasing another
+// holder's reference would unmap the snapshots under its reads.
+func (v *View) Unpin() {
+	for {
+		n := v.pins.Load()
+		if n <= 0 {
+			panic("multitree: View.Unpin without a Pin held")
+		}
+		if v.pins.CompareAndSwap(n, n-1) {
+			v.st.gen.release()
+			return
+		}
+	}
+}
 
 // LatestVersion returns the version Open would open dir at without a
 // TargetVersion: the newest of the current snapshot and the log. It reads

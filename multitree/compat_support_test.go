@@ -106,4 +106,28 @@ func TestLatestVersionAndPin(t *testing.T) {
 	if old.Pin() {
 		t.Fatal("Pin succeeded after the last reference was dropped")
 	}
+
+	// An Unpin without a Pin panics and does not take another holder's
+	// reference: the view below stays readable.
+	v, err := db.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Unpin without a Pin did not panic")
+			}
+		}()
+		v.Unpin()
+	}()
+	v.Release()
+	if !v.Pin() {
+		t.Fatal("the database's own reference was taken by an unpaired Unpin")
+	}
+	if got, err := v.Get("a", []byte{1}); err != nil || string(got) != "v" {
+		t.Fatalf("read under a pin: %q %v", got, err)
+	}
+	v.Unpin()
 }

@@ -19,6 +19,7 @@ import (
 type View struct {
 	st       *state
 	released atomic.Bool
+	pins     atomic.Int64 // Pins not yet Unpinned
 }
 
 // View returns a view of the latest committed version. It takes no lock
