@@ -79,14 +79,15 @@ func LatestVersion(dir string) (int64, error) {
 // the same canonical form produce the same trees: the order of changes
 // across stores does not matter, only within a store. The SDK writes a
 // block's stores in map order (cachemulti.Store.Write), so a re-executed
-// block reaches the database with its stores in another order.
+// block reaches the database with its stores in another order. Change sets
+// without pairs change nothing and are left out.
 func canonicalEntry(e wal.Entry) wal.Entry {
-	if len(e.ChangeSets) < 2 {
-		return e
-	}
 	byStore := map[string][]wal.KVPair{}
 	var names []string
 	for _, cs := range e.ChangeSets {
+		if len(cs.Pairs) == 0 {
+			continue
+		}
 		if _, ok := byStore[cs.Name]; !ok {
 			names = append(names, cs.Name)
 		}

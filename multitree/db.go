@@ -949,7 +949,13 @@ func (db *DB) breakOn(err error) {
 	}
 }
 
+// addPendingLocked records pairs applied to store for the version's log
+// entry. No pairs is no change: it neither marks the store nor counts as
+// the version's changes (which store upgrades must come before).
 func (db *DB) addPendingLocked(store string, pairs ...wal.KVPair) {
+	if len(pairs) == 0 {
+		return
+	}
 	db.mu.touched[store] = true
 	css := db.mu.pending.ChangeSets
 	if n := len(css); n > 0 && css[n-1].Name == store {

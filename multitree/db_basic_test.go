@@ -876,6 +876,59 @@ func TestInitialVersionChangedBeforeFirstCommit(t *testing.T) {
 // ApplyUpgrades calls are logged as one set, so a call is accepted only
 // when that set replays to the same stores with the same pairs; every
 // accepted sequence reopens (replays) to what was committed.
+// A change set without pairs changes nothing: store upgrades may still
+// follow it, it leaves the app hash alone, and a re-commit of the version
+// need not repeat it.
+func TestEmptyChangeSetIsNoChange(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set("a", []byte("k"), []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ApplyChangeSets([]wal.ChangeSet{{Name: "a"}, {Name: "b", Pairs: []wal.KVPair{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ApplyUpgrades(wal.Upgrades{Added: []string{"c"}}); err != nil {
+		t.Fatalf("upgrades after an empty change set: %v", err)
+	}
+	pair := wal.KVPair{Key: []byte("k"), Value: []byte("v2")}
+	if err := db.ApplyChangeSets([]wal.ChangeSet{{Name: "a"}, {Name: "c", Pairs: []wal.KVPair{pair}}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// version 2 again, without the empty change sets
+	db, err = Open(dir, Options{TargetVersion: 1, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.ApplyUpgrades(wal.Upgrades{Added: []string{"c"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ApplyChangeSets([]wal.ChangeSet{{Name: "c", Pairs: []wal.KVPair{pair}}}); err != nil {
+		t.Fatal(err)
+	}
+	info2, err := db.Commit()
+	if err != nil {
+		t.Fatalf("re-commit without the empty change sets: %v", err)
+	}
+	if !bytes.Equal(info.Hash(), info2.Hash()) || info2.Version != 2 {
+		t.Fatal("the re-commit gave another app hash")
+	}
+}
+
 func TestUpgradesInSeveralCalls(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
