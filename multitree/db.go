@@ -373,10 +373,15 @@ func (db *DB) backgroundCheck(checks []storeCheck) {
 // (OpenCheckSync checks before Open returns, OpenCheckNone not at all); an
 // error wrapping ErrCorrupt for damage, which the next Commit or Close
 // reports all the same; ErrClosed if Close stopped the check; ctx's error
-// if ctx ends first.
+// if ctx ends first (a check already finished gives its result even then).
 func (db *DB) WaitOpenCheck(ctx context.Context) error {
 	if db.checked == nil {
 		return nil
+	}
+	select {
+	case <-db.checked:
+		return db.checkErr
+	default:
 	}
 	select {
 	case <-db.checked:

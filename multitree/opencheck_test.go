@@ -81,6 +81,12 @@ func TestOpenCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	corrupt("WaitOpenCheck", db.WaitOpenCheck(context.Background()))
+	// once finished, the result even for a context already done
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 20; i++ {
+		corrupt("WaitOpenCheck with a cancelled context", db.WaitOpenCheck(cancelled))
+	}
 	if err := db.Set("b", []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
