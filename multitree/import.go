@@ -158,7 +158,7 @@ func (im *Importer) importStore(name string, src NodeSource, stop *atomic.Bool) 
 		if i%4096 == 4095 && stop.Load() {
 			return fmt.Errorf("multitree: import of store %q stopped by another store's failure", name)
 		}
-		n, err := src.Next()
+		n, err := nextNode(src)
 		if errors.Is(err, memiavl.ErrExportDone) {
 			break
 		}
@@ -173,6 +173,19 @@ func (im *Importer) importStore(name string, src NodeSource, stop *atomic.Bool) 
 		return fmt.Errorf("multitree: import of store %q: %w", name, err)
 	}
 	return nil
+}
+
+// nextNode calls src.Next on an import goroutine, where a panic would take
+// the process down with no chance for the caller to recover it: a source
+// that panics fails its store's import instead, and the import removes what
+// it wrote.
+func nextNode(src NodeSource) (n *memiavl.ExportNode, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = nil, fmt.Errorf("the node source panicked: %v", r)
+		}
+	}()
+	return src.Next()
 }
 
 // Importer creates a new database from export streams fed store by store,

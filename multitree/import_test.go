@@ -205,6 +205,10 @@ func TestImportFailuresLeaveNoDatabase(t *testing.T) {
 	cases := map[string]func() map[string]multitree.NodeSource{
 		"bad order":  func() map[string]multitree.NodeSource { return map[string]multitree.NodeSource{"a": &badSource{}} },
 		"read error": func() map[string]multitree.NodeSource { return map[string]multitree.NodeSource{"a": errSource{}} },
+		"panicking source": func() map[string]multitree.NodeSource {
+			n := one()
+			return map[string]multitree.NodeSource{"a": &sliceSource{nodes: []*memiavl.ExportNode{&n}}, "b": panicSource{}}
+		},
 		"one bad of two": func() map[string]multitree.NodeSource {
 			n := one()
 			return map[string]multitree.NodeSource{"a": &sliceSource{nodes: []*memiavl.ExportNode{&n}}, "b": &badSource{}}
@@ -213,9 +217,11 @@ func TestImportFailuresLeaveNoDatabase(t *testing.T) {
 	for name, srcs := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "db")
-			if _, err := multitree.Import(dir, 3, srcs(), multitree.ImportOptions{}); err == nil {
+			_, err := multitree.Import(dir, 3, srcs(), multitree.ImportOptions{})
+			if err == nil {
 				t.Fatal("import succeeded")
 			}
+			t.Log(err)
 			if _, err := multitree.Open(dir, multitree.Options{}); !errors.Is(err, multitree.ErrNotFound) {
 				t.Fatalf("Open after a failed import: %v", err)
 			}
@@ -233,6 +239,10 @@ func TestImportFailuresLeaveNoDatabase(t *testing.T) {
 		})
 	}
 }
+
+type panicSource struct{}
+
+func (panicSource) Next() (*memiavl.ExportNode, error) { panic("source broke") }
 
 type sliceSource struct {
 	nodes []*memiavl.ExportNode
