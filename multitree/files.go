@@ -141,12 +141,27 @@ func removeSnapshotsBefore(dir string, v int64) error {
 }
 
 // removeLeftovers deletes what interrupted writes left behind: temporary
-// files and directories, and snapshot directories newer than current.
+// files and directories, and snapshot directories newer than current (a
+// rollback's too), each through removeSnapshotDir, so that an interrupted
+// removal never leaves one in part under its own name.
 func removeLeftovers(dir string, current int64) error {
-	return removeEntries(dir, func(name string) bool {
-		v, isSnap := parseSnapshotDirName(name)
-		return filepath.Ext(name) == tmpSuffix || (isSnap && v > current)
+	var newer []int64
+	err := removeEntries(dir, func(name string) bool {
+		if v, isSnap := parseSnapshotDirName(name); isSnap && v > current {
+			newer = append(newer, v)
+			return false
+		}
+		return filepath.Ext(name) == tmpSuffix
 	})
+	if err != nil || len(newer) == 0 {
+		return err
+	}
+	for _, v := range newer {
+		if err := removeSnapshotDir(dir, v); err != nil {
+			return err
+		}
+	}
+	return syncDir(dir)
 }
 
 // removeEntries removes the entries of dir whose names match, and fsyncs dir
