@@ -170,6 +170,12 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		}
 	}()
 
+	if !opts.ReadOnly {
+		// an import interrupted while it swapped in a database
+		if err := finishSwap(dir); err != nil {
+			return nil, err
+		}
+	}
 	if _, statErr := os.Stat(filepath.Join(dir, currentFileName)); statErr != nil {
 		if !errors.Is(statErr, os.ErrNotExist) {
 			return nil, statErr

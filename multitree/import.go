@@ -48,7 +48,11 @@ type ImportOptions struct {
 	// version is 0 (nothing committed) or the imported version. The import
 	// is then written beside dir (dir + ".import.tmp") and swapped in only
 	// once complete and durable, so a failed import leaves the existing
-	// database as it was. The existing database must not be open.
+	// database as it was. The swap moves dir aside (dir + ".replaced.tmp")
+	// and the new database to dir; an interruption between the two renames
+	// is finished by the next writable Open of dir or import into it. dir
+	// is replaced as a whole, files other than the database's included.
+	// The existing database must not be open.
 	Replace bool
 	// Check, when set, is called with the commit info of the imported
 	// version once every tree is written, before the database is made
@@ -229,6 +233,9 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 			im.abort()
 		}
 	}()
+	if err := finishSwap(dir); err != nil {
+		return nil, err
+	}
 	staging := dir + stagingSuffix
 	if err := os.RemoveAll(staging); err != nil {
 		return nil, err
@@ -505,27 +512,86 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 	return info, nil
 }
 
-// swap replaces the database in dir with the staged one. The existing
-// database stops being one when its current pointer is removed; from then on
-// an interruption leaves no database in dir, and a new import starts over.
+// swap replaces the database in dir with the staged one, by two renames:
+// the old database aside (dir+replacedSuffix), the staged one to dir. dir
+// always holds a whole database, the old or the new one, but between the
+// two renames, where it holds none; finishSwap, run by the next writer's
+// Open or import, then moves the staged one in.
 func (im *Importer) swap() error {
-	if err := os.Remove(filepath.Join(im.dir, currentFileName)); err != nil {
+	old := im.dir + replacedSuffix
+	if err := os.RemoveAll(old); err != nil {
 		return err
 	}
-	if err := syncDir(im.dir); err != nil {
-		return err
-	}
-	_ = unlockDir(im.existLock)
-	im.existLock = nil
-	if err := os.RemoveAll(im.dir); err != nil {
+	if err := os.Rename(im.dir, old); err != nil {
 		return err
 	}
 	if err := os.Rename(im.target, im.dir); err != nil {
+		if rerr := os.Rename(old, im.dir); rerr != nil {
+			return errors.Join(err, rerr)
+		}
 		return err
 	}
 	im.target = im.dir
 	im.owned = false // it is the database now
-	return syncDir(filepath.Dir(im.dir))
+	if err := syncDir(filepath.Dir(im.dir)); err != nil {
+		return err
+	}
+	_ = unlockDir(im.existLock)
+	im.existLock = nil
+	return os.RemoveAll(old)
+}
+
+// replacedSuffix names the directory beside a database to which an import
+// that replaces it moves the old database before moving the new one in.
+const replacedSuffix = ".replaced.tmp"
+
+// finishSwap completes the swap of an import that was interrupted: with the
+// replaced database moved aside, it moves the staged database to dir if dir
+// holds none yet (or the old one back if the staged one is not whole, which
+// swap never leaves), then removes the old one. It changes nothing when no
+// replaced database lies beside dir, and fails with ErrLocked while the
+// importer is still at work.
+func finishSwap(dir string) error {
+	dir = filepath.Clean(dir)
+	old := dir + replacedSuffix
+	if _, err := os.Lstat(old); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	exists, err := hasDatabase(dir)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		staged := dir + stagingSuffix
+		lock, err := lockDir(staged)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		whole := false
+		if err == nil {
+			defer unlockDir(lock)
+			if whole, err = hasDatabase(staged); err != nil {
+				return err
+			}
+		}
+		from := staged
+		if !whole {
+			from = old
+		}
+		if err := os.Rename(from, dir); err != nil {
+			return err
+		}
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return err
+		}
+		if !whole {
+			return nil
+		}
+	}
+	return os.RemoveAll(old)
 }
 
 // Close ends the importer. Without a successful Commit it closes the store

@@ -336,6 +336,75 @@ func TestImportReplace(t *testing.T) {
 	}
 }
 
+// An import that replaces a database swaps it in by two renames: the old
+// database aside to dir.replaced.tmp, the staged one from dir.import.tmp to
+// dir. Interrupted between the two, dir holds no database; the next
+// writable Open, or import, finishes the swap.
+func TestInterruptedSwapIsFinished(t *testing.T) {
+	src := map[string]multitree.NodeSource{"s": leafSource("k", "new", 7)}
+	// dir aside, the staged database whole, nothing at dir
+	interrupted := func(t *testing.T, stagedWhole bool) string {
+		dir := filepath.Join(t.TempDir(), "db")
+		impOpen(t, dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"s"}}).Close()
+		if stagedWhole {
+			if _, err := multitree.Import(dir+".import.tmp", 7, src, multitree.ImportOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.MkdirAll(filepath.Join(dir+".import.tmp", "snapshot-00000000000000000007.tmp"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(dir, dir+".replaced.tmp"); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	gone := func(t *testing.T, dir string) {
+		t.Helper()
+		if _, err := os.Stat(dir + ".replaced.tmp"); !os.IsNotExist(err) {
+			t.Fatalf("the replaced database is left: %v", err)
+		}
+	}
+	t.Run("open", func(t *testing.T) {
+		dir := interrupted(t, true)
+		// a read-only open changes nothing
+		if _, err := multitree.Open(dir, multitree.Options{ReadOnly: true}); !errors.Is(err, multitree.ErrNotFound) {
+			t.Fatalf("read-only open: %v", err)
+		}
+		db := impOpen(t, dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"s"}})
+		defer db.Close()
+		if v, _ := db.Get("s", []byte("k")); string(v) != "new" || db.Version() != 7 {
+			t.Fatalf("value %q at version %d, want the imported one", v, db.Version())
+		}
+		gone(t, dir)
+	})
+	t.Run("import", func(t *testing.T) {
+		dir := interrupted(t, true)
+		// the finished swap leaves the imported database at 7, which a
+		// new import at 7 replaces
+		if _, err := multitree.Import(dir, 7, map[string]multitree.NodeSource{"s": leafSource("k", "again", 7)},
+			multitree.ImportOptions{Replace: true}); err != nil {
+			t.Fatal(err)
+		}
+		gone(t, dir)
+		db := impOpen(t, dir, multitree.Options{})
+		defer db.Close()
+		if v, _ := db.Get("s", []byte("k")); string(v) != "again" {
+			t.Fatalf("value %q", v)
+		}
+	})
+	t.Run("staged database not whole", func(t *testing.T) {
+		// not left by an import, which moves the old database aside only
+		// once the new one is whole: the old one is moved back
+		dir := interrupted(t, false)
+		db := impOpen(t, dir, multitree.Options{})
+		defer db.Close()
+		if db.Version() != 0 || fmt.Sprint(db.StoreNames()) != "[s]" {
+			t.Fatalf("version %d, stores %v: not the replaced database", db.Version(), db.StoreNames())
+		}
+		gone(t, dir)
+	})
+}
+
 func TestImportCleansLeftovers(t *testing.T) {
 	dir := t.TempDir()
 	// what an interrupted import leaves: a snapshot without current, a log
