@@ -69,18 +69,24 @@ func TestCrashChild(t *testing.T) {
 		DelayRewrites(db, 2)
 	}
 	for {
-		v := db.WorkingVersion()
-		if err := db.ApplyChangeSets(crashBlock(seed, v)); err != nil {
-			fmt.Println("error", err)
-			os.Exit(2)
-		}
-		info, err := db.Commit()
-		if err != nil {
-			fmt.Println("error", err)
-			os.Exit(2)
-		}
-		fmt.Printf("acked %d %X\n", info.Version, info.Hash())
+		commitAcked(db, seed)
 	}
+}
+
+// commitAcked commits crashBlock's block of the working version, as a crash
+// test's child: it prints "acked <version> <app hash>" once committed, or
+// "error ..." and exits 2.
+func commitAcked(db *DB, seed int64) {
+	if err := db.ApplyChangeSets(crashBlock(seed, db.WorkingVersion())); err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	info, err := db.Commit()
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	fmt.Printf("acked %d %X\n", info.Version, info.Hash())
 }
 
 func TestCrashRecovery(t *testing.T) {

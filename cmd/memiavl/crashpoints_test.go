@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/multitree"
+)
+
+// TestCLIChild runs the command line given in MEMIAVL_CLI_CHILD_ARGS (one
+// argument per line) in this process and exits with its exit code: the
+// process TestCLICrashPoints kills.
+func TestCLIChild(t *testing.T) {
+	args := os.Getenv("MEMIAVL_CLI_CHILD_ARGS")
+	if args == "" {
+		t.Skip("only run as a child process")
+	}
+	os.Exit(run(strings.Split(args, "\n"), os.Stdout, os.Stderr))
+}
+
+// cliCrashCalls are the file-system calls TestCLICrashPoints kills the
+// commands at (a rollback creates no directory).
+var cliCrashCalls = []string{"renameat", "unlinkat", "mkdirat", "fsync", "pwrite64", "write"}
+
+// TestCLICrashPoints kills the commands that change a database offline at
+// each crash point: the Nth call of each of cliCrashCalls, injected by
+// strace (the call fails and the process gets SIGKILL before it runs).
+// After each kill the database must be whole and in the state before the
+// command or the state after it (never between, never lost), and running
+// the command again must finish it. Under -short only every 8th point is
+// tried. Skipped where strace is not installed.
+//
+// Crash points are counted per thread by strace, so a run covers the
+// points of the busiest thread of each call, and those of the others up to
+// the same count.
+func TestCLICrashPoints(t *testing.T) {
+	if os.Getenv("MEMIAVL_CLI_CHILD_ARGS") != "" {
+		t.Skip("child")
+	}
+	strace := testutil.Strace(t)
+	step := 1
+	if testing.Short() {
+		step = 8
+	}
+	// a database at version 30 with kept snapshots at 10 and 20, its
+	// state-sync stream, and the app hashes of versions 10 and 30
+	src := t.TempDir()
+	hash30 := makeDB(t, src, 0.02, 30, 10, 20)
+	hash10 := dumpOf(t, src, 10).AppHash
+	stream := filepath.Join(t.TempDir(), "stream.bin")
+	mustCLI(t, "export", src, stream)
+	empty := t.TempDir()
+	if db, err := multitree.Open(empty, multitree.Options{CreateIfMissing: true, InitialStores: []string{"bank"}}); err != nil {
+		t.Fatal(err)
+	} else if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	ops := []struct {
+		name    string
+		prepare func(t *testing.T, dir string)
+		args    func(dir string) []string
+		// states the database may be in after a kill: version -> app hash;
+		// version 0 stands for no database
+		allowed map[int64]string
+		final   func(t *testing.T, dir string)
+	}{
+		{
+			name:    "rewrite-snapshot",
+			prepare: func(t *testing.T, dir string) { copyDir(t, src, dir) },
+			args:    func(dir string) []string { return []string{"rewrite-snapshot", "--progress", "none", dir} },
+			allowed: map[int64]string{30: hash30},
+			final: func(t *testing.T, dir string) {
+				if res := dumpOf(t, dir, 0); res.Version != 30 || res.AppHash != hash30 || res.SnapshotVersion != 30 {
+					t.Fatalf("after the rerun: %+v", res)
+				}
+			},
+		},
+		{
+			name:    "rollback",
+			prepare: func(t *testing.T, dir string) { copyDir(t, src, dir) },
+			args: func(dir string) []string {
+				return []string{"rewrite-snapshot", "--progress", "none", "--version", "10", "--rollback", dir}
+			},
+			allowed: map[int64]string{30: hash30, 10: hash10},
+			final: func(t *testing.T, dir string) {
+				if res := dumpOf(t, dir, 0); res.Version != 10 || res.AppHash != hash10 || res.SnapshotVersion != 10 {
+					t.Fatalf("after the rerun: %+v", res)
+				}
+			},
+		},
+		{
+			name:    "import",
+			prepare: func(t *testing.T, dir string) {},
+			args:    func(dir string) []string { return []string{"import", "--height", "30", stream, dir} },
+			allowed: map[int64]string{0: "", 30: hash30},
+		},
+		{
+			name:    "import over an empty database",
+			prepare: func(t *testing.T, dir string) { copyDir(t, empty, dir) },
+			args:    func(dir string) []string { return []string{"import", "--height", "30", stream, dir} },
+			allowed: map[int64]string{-1: "", 30: hash30}, // -1: the empty database at version 0
+		},
+	}
+	kills := 0
+	for _, op := range ops {
+		t.Run(op.name, func(t *testing.T) {
+			for i, call := range cliCrashCalls {
+				first := 1 + i%step
+				n := first
+				for ; ; n += step {
+					dir := filepath.Join(t.TempDir(), "db")
+					op.prepare(t, dir)
+					if !cliKilledAt(t, strace, call, n, op.args(dir)) {
+						break
+					}
+					kills++
+					where := fmt.Sprintf("killed at %s #%d", call, n)
+					v, hash := dbState(t, dir)
+					if want, ok := op.allowed[v]; !ok || want != hash {
+						t.Fatalf("%s: the database is at version %d with app hash %s; allowed: %v", where, v, hash, op.allowed)
+					}
+					if v > 0 {
+						if _, err := multitree.Verify(dir); err != nil {
+							t.Fatalf("%s: verify: %v", where, err)
+						}
+					}
+					// running the command again finishes it
+					if code, out, errs := cli(t, op.args(dir)...); code != 0 {
+						t.Fatalf("%s: rerun: exit %d\n%s%s", where, code, out, errs)
+					}
+					if op.final != nil {
+						op.final(t, dir)
+					} else if v, hash := dbState(t, dir); v != 30 || hash != hash30 {
+						t.Fatalf("%s: after the rerun: version %d, app hash %s", where, v, hash)
+					}
+					mustCLI(t, "verify", dir)
+				}
+				if n == first && step == 1 && !(op.name == "rollback" && call == "mkdirat") {
+					t.Errorf("%s never called %s: the crash point list is stale", op.name, call)
+				}
+			}
+		})
+	}
+	t.Logf("%d kills at crash points", kills)
+}
+
+// cliKilledAt runs the command line args in a child process under strace,
+// killing it at the nth call of call, and reports whether it was killed
+// (false: it finished first, successfully).
+func cliKilledAt(t *testing.T, strace, call string, n int, args []string) bool {
+	t.Helper()
+	argv := testutil.KillAt(strace, call, n, os.Args[0], "-test.run=^TestCLIChild$")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err == nil {
+		return false
+	}
+	if testutil.KilledBySIGKILL(err) {
+		return true
+	}
+	t.Fatalf("memiavl %v (crash point %s #%d): %v\n%s", args, call, n, err, out.Bytes())
+	return false
+}
+
+// dbState opens dir read-only and returns its version and app hash; 0 and
+// "" when it holds no database, -1 for a database at version 0.
+func dbState(t *testing.T, dir string) (int64, string) {
+	t.Helper()
+	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, SnapshotInterval: -1})
+	if errors.Is(err, multitree.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		return 0, ""
+	}
+	if err != nil {
+		t.Fatalf("open %s: %v", dir, err)
+	}
+	defer db.Close()
+	if db.Version() == 0 {
+		return -1, ""
+	}
+	return db.Version(), hex.EncodeToString(db.LastCommitInfo().Hash())
+}
+
+// dumpOf returns what dump --json prints for dir at version (0: the
+// latest).
+func dumpOf(t *testing.T, dir string, version int64) DumpResult {
+	t.Helper()
+	var res DumpResult
+	out := mustCLI(t, "dump", "--json", "--version", fmt.Sprint(version), dir)
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("dump --json: %v\n%s", err, out)
+	}
+	return res
+}

@@ -1,0 +1,47 @@
+package testutil
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"testing"
+)
+
+// Strace returns the path of strace, or skips the test where strace is not
+// installed or cannot trace (no ptrace in a container, say). Crash-point
+// tests run their child processes under it to kill them at a chosen
+// system call.
+func Strace(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("strace is not installed")
+	}
+	if out, err := exec.Command(path, "-qq", "-o", "/dev/null", "-e", "inject=getpid:retval=1", "true").CombinedOutput(); err != nil {
+		t.Skipf("strace cannot trace here: %v %s", err, out)
+	}
+	return path
+}
+
+// KillAt returns the strace arguments that run argv and kill it at the nth
+// call of the system call call (counted per thread): the call fails with
+// EIO and the process gets SIGKILL before the call runs.
+func KillAt(strace, call string, n int, argv ...string) []string {
+	return append([]string{strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace=" + call,
+		"-e", fmt.Sprintf("inject=%s:error=EIO:signal=KILL:when=%d", call, n)}, argv...)
+}
+
+// KilledBySIGKILL reports whether err, from running a process under
+// strace, says it was killed by SIGKILL (strace ends by the same signal as
+// its tracee, or exits 128+9).
+func KilledBySIGKILL(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		return true
+	}
+	return ee.ExitCode() == 128+9
+}

@@ -1,0 +1,184 @@
+package multitree
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+)
+
+// The crash points: the file-system calls that change what a database
+// directory holds or make it durable. TestCrashPoints kills the committing
+// process at the Nth call of one of them, for N = 1, 2, ... until the
+// process finishes without meeting it.
+var crashPointCalls = []string{"renameat", "unlinkat", "mkdirat", "fsync", "sync_file_range", "pwrite64", "write"}
+
+// crashPointsVersions is how many versions a child of TestCrashPoints
+// commits under strace before it closes the database.
+const crashPointsVersions = 16
+
+// TestCrashPointsChild is the process TestCrashPoints kills: it opens (or
+// creates) a database, commits crashBlock's blocks up to the version
+// MEMIAVL_CRASH_UNTIL with a background rewrite every 3 versions, small log
+// segments and, with MEMIAVL_CRASH_DELAY=1, rewrites held back for two
+// commits (so that kills also land in catch-ups), prints each acknowledged
+// version and closes the database.
+func TestCrashPointsChild(t *testing.T) {
+	dir := os.Getenv("MEMIAVL_CRASHPOINT_DIR")
+	if dir == "" {
+		t.Skip("only run as the crash-point test's child process")
+	}
+	seed, _ := strconv.ParseInt(os.Getenv("MEMIAVL_CRASH_SEED"), 10, 64)
+	until, _ := strconv.ParseInt(os.Getenv("MEMIAVL_CRASH_UNTIL"), 10, 64)
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 3,
+		SnapshotKeepRecent: 1, WALSegmentSize: 64 << 10})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	if os.Getenv("MEMIAVL_CRASH_DELAY") == "1" {
+		DelayRewrites(db, 2)
+	}
+	for db.WorkingVersion() <= until {
+		commitAcked(db, seed)
+	}
+	if err := db.Close(); err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	fmt.Println("closed")
+}
+
+// TestCrashPoints kills the child above at chosen crash points rather than
+// at random moments: at the Nth call of each of crashPointCalls, injected
+// by strace (the call fails and the process gets SIGKILL before the call
+// runs; strace counts the calls of each thread). Each kill starts from a new
+// directory, empty or holding a database the child committed a few
+// versions to without strace, so that kills also land in the open's replay
+// and cleanup; every third kill is followed by a second, at a crash point of
+// the recovery and the commits after it. After the kills, the database must
+// open, at the last acknowledged version at least, with the right app hash
+// and contents, take further commits and pass Verify once closed. Under
+// -short only every 7th point is tried. The test is skipped where strace is
+// not installed.
+func TestCrashPoints(t *testing.T) {
+	if os.Getenv("MEMIAVL_CRASHPOINT_DIR") != "" {
+		t.Skip("child")
+	}
+	strace := testutil.Strace(t)
+	r := testutil.Rand(t)
+	seed := r.Int63()
+	step := 1
+	if testing.Short() && !*fullRun {
+		step = 7
+	}
+	kills := 0
+	for i, call := range crashPointCalls {
+		first := 1 + (i % step)
+		n := first
+		for ; ; n += step {
+			dir := t.TempDir()
+			start := int64(n*5) % 13
+			if start > 0 {
+				runCrashPoint(t, "", "", 0, dir, seed, start, 0)
+			}
+			until := start + crashPointsVersions
+			acked, killed := runCrashPoint(t, strace, call, n, dir, seed, until, n%2)
+			if !killed {
+				break // no thread of the process made n such calls
+			}
+			kills++
+			acked = max(acked, start)
+			if n%3 == 0 {
+				again := crashPointCalls[(i+n)%len(crashPointCalls)]
+				a, k := runCrashPoint(t, strace, again, 1+n%5, dir, seed, until+4, 0)
+				acked = max(acked, a)
+				if k {
+					kills++
+				}
+			}
+			db, err := Open(dir, Options{})
+			if errors.Is(err, ErrNotFound) && acked == 0 {
+				continue // killed before the database was created
+			}
+			if err != nil {
+				t.Fatalf("killed at %s #%d (acked %d): reopen: %v", call, n, acked, err)
+			}
+			ref := newCrashRef(seed)
+			v := checkRecovered(t, db, acked, ref)
+			for range 2 {
+				if err := db.ApplyChangeSets(crashBlock(seed, v+1)); err != nil {
+					t.Fatal(err)
+				}
+				info, err := db.Commit()
+				if err != nil {
+					t.Fatalf("killed at %s #%d: commit after the reopen: %v", call, n, err)
+				}
+				v++
+				ref.advance(t, v)
+				if want := commitInfo(ref.trees, v).Hash(); !bytes.Equal(info.Hash(), want) {
+					t.Fatalf("killed at %s #%d: version %d after the reopen: app hash %X, want %X", call, n, v, info.Hash(), want)
+				}
+			}
+			closeVerified(t, db, dir)
+		}
+		if n == first && step == 1 {
+			t.Errorf("the child never called %s: the crash point list is stale", call)
+		}
+	}
+	t.Logf("%d kills at crash points", kills)
+}
+
+// runCrashPoint runs TestCrashPointsChild on dir up to version until and
+// returns the last version it acknowledged. With strace set, it runs it
+// under strace, killing it at the nth call of call (on any one thread), and
+// also reports whether the kill happened (false: the child closed the
+// database first). Without strace the child must close the database.
+func runCrashPoint(t *testing.T, strace, call string, n int, dir string, seed, until int64, delay int) (acked int64, killed bool) {
+	t.Helper()
+	args := []string{os.Args[0], "-test.run=^TestCrashPointsChild$", "-test.v"}
+	if strace != "" {
+		args = testutil.KillAt(strace, call, n, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "MEMIAVL_CRASHPOINT_DIR="+dir, fmt.Sprintf("MEMIAVL_CRASH_SEED=%d", seed),
+		fmt.Sprintf("MEMIAVL_CRASH_UNTIL=%d", until), fmt.Sprintf("MEMIAVL_CRASH_DELAY=%d", delay))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	closed := false
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 3 && f[0] == "acked":
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			acked = max(acked, v)
+		case len(f) > 0 && f[0] == "error":
+			t.Fatalf("child at %s #%d: %s", call, n, sc.Text())
+		case len(f) == 1 && f[0] == "closed":
+			closed = true
+		}
+	}
+	if err == nil || strace == "" {
+		if err != nil || !closed {
+			t.Fatalf("child (crash point %q #%d) did not close the database: %v\n%s%s", call, n, err, out, stderr.Bytes())
+		}
+		return acked, false
+	}
+	if closed {
+		// killed after Close, at the test framework's own output
+		return acked, false
+	}
+	if !testutil.KilledBySIGKILL(err) {
+		t.Fatalf("child at %s #%d: %v\n%s", call, n, err, stderr.Bytes())
+	}
+	return acked, true
+}
