@@ -50,11 +50,19 @@ func (v *View) Unpin() {
 // TargetVersion: the newest of the current snapshot and the log. It reads
 // the current pointer and the log's tail, maps nothing and takes no lock, so
 // it may be called while a writer has the database open. A directory without
-// a database has version 0.
+// a database has version 0, unless an import was interrupted while it
+// swapped a database in: then it is the version of the imported database,
+// which the next writable Open moves in (see ImportOptions.Replace).
 func LatestVersion(dir string) (int64, error) {
 	current, err := readCurrent(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
+			dir = filepath.Clean(dir)
+			if _, rerr := os.Lstat(dir + replacedSuffix); rerr == nil {
+				if ok, _ := hasDatabase(dir + stagingSuffix); ok {
+					return LatestVersion(dir + stagingSuffix)
+				}
+			}
 			return 0, nil
 		}
 		return 0, err

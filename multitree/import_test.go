@@ -366,6 +366,9 @@ func TestInterruptedSwapIsFinished(t *testing.T) {
 	}
 	t.Run("open", func(t *testing.T) {
 		dir := interrupted(t, true)
+		if v, err := multitree.LatestVersion(dir); err != nil || v != 7 {
+			t.Fatalf("LatestVersion %d %v, want the imported 7", v, err)
+		}
 		// a read-only open changes nothing
 		if _, err := multitree.Open(dir, multitree.Options{ReadOnly: true}); !errors.Is(err, multitree.ErrNotFound) {
 			t.Fatalf("read-only open: %v", err)
@@ -396,6 +399,9 @@ func TestInterruptedSwapIsFinished(t *testing.T) {
 		// not left by an import, which moves the old database aside only
 		// once the new one is whole: the old one is moved back
 		dir := interrupted(t, false)
+		if v, err := multitree.LatestVersion(dir); err != nil || v != 0 {
+			t.Fatalf("LatestVersion %d %v, want the replaced database's 0", v, err)
+		}
 		db := impOpen(t, dir, multitree.Options{})
 		defer db.Close()
 		if db.Version() != 0 || fmt.Sprint(db.StoreNames()) != "[s]" {
