@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // The crash points: the file-system calls that change what a database
@@ -27,9 +28,10 @@ const crashPointsVersions = 16
 // TestCrashPointsChild is the process TestCrashPoints kills: it opens (or
 // creates) a database, commits crashBlock's blocks up to the version
 // MEMIAVL_CRASH_UNTIL with a background rewrite every 3 versions, small log
-// segments and, with MEMIAVL_CRASH_DELAY=1, rewrites held back for two
-// commits (so that kills also land in catch-ups), prints each acknowledged
-// version and closes the database.
+// segments; with MEMIAVL_CRASH_MODE=delay, rewrites held back for two
+// commits (so that kills also land in catch-ups), with =async, an
+// asynchronous log (a queue of 8 entries, fsyncs grouped). It prints each
+// acknowledged version and closes the database.
 func TestCrashPointsChild(t *testing.T) {
 	dir := os.Getenv("MEMIAVL_CRASHPOINT_DIR")
 	if dir == "" {
@@ -37,13 +39,18 @@ func TestCrashPointsChild(t *testing.T) {
 	}
 	seed, _ := strconv.ParseInt(os.Getenv("MEMIAVL_CRASH_SEED"), 10, 64)
 	until, _ := strconv.ParseInt(os.Getenv("MEMIAVL_CRASH_UNTIL"), 10, 64)
-	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 3,
-		SnapshotKeepRecent: 1, WALSegmentSize: 64 << 10})
+	mode := os.Getenv("MEMIAVL_CRASH_MODE")
+	opts := Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 3,
+		SnapshotKeepRecent: 1, WALSegmentSize: 64 << 10}
+	if mode == "async" {
+		opts.AsyncCommitBuffer, opts.Sync = 8, wal.SyncGrouped
+	}
+	db, err := Open(dir, opts)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
-	if os.Getenv("MEMIAVL_CRASH_DELAY") == "1" {
+	if mode == "delay" {
 		DelayRewrites(db, 2)
 	}
 	for db.WorkingVersion() <= until {
@@ -63,9 +70,12 @@ func TestCrashPointsChild(t *testing.T) {
 // directory, empty or holding a database the child committed a few
 // versions to without strace, so that kills also land in the open's replay
 // and cleanup; every third kill is followed by a second, at a crash point of
-// the recovery and the commits after it. After the kills, the database must
-// open, at the last acknowledged version at least, with the right app hash
-// and contents, take further commits and pass Verify once closed. Under
+// the recovery and the commits after it. The child runs in turn plain, with
+// rewrites held back and with an asynchronous log. After the kills, the
+// database must open, at the last acknowledged version at least (with the
+// asynchronous log, at the version its last close left at least), with the
+// right app hash and contents, take further commits and pass Verify once
+// closed. Under
 // -short only every 7th point is tried. The test is skipped where strace is
 // not installed.
 func TestCrashPoints(t *testing.T) {
@@ -87,18 +97,24 @@ func TestCrashPoints(t *testing.T) {
 			dir := t.TempDir()
 			start := int64(n*5) % 13
 			if start > 0 {
-				runCrashPoint(t, "", "", 0, dir, seed, start, 0)
+				runCrashPoint(t, "", "", 0, dir, seed, start, "")
 			}
 			until := start + crashPointsVersions
-			acked, killed := runCrashPoint(t, strace, call, n, dir, seed, until, n%2)
+			mode := []string{"", "delay", "async"}[n%3]
+			acked, killed := runCrashPoint(t, strace, call, n, dir, seed, until, mode)
 			if !killed {
 				break // no thread of the process made n such calls
 			}
 			kills++
+			if mode == "async" {
+				// what the queue held is lost with the process; what
+				// the child closed before is not
+				acked = 0
+			}
 			acked = max(acked, start)
 			if n%3 == 0 {
 				again := crashPointCalls[(i+n)%len(crashPointCalls)]
-				a, k := runCrashPoint(t, strace, again, 1+n%5, dir, seed, until+4, 0)
+				a, k := runCrashPoint(t, strace, again, 1+n%5, dir, seed, until+4, "")
 				acked = max(acked, a)
 				if k {
 					kills++
@@ -141,7 +157,7 @@ func TestCrashPoints(t *testing.T) {
 // under strace, killing it at the nth call of call (on any one thread), and
 // also reports whether the kill happened (false: the child closed the
 // database first). Without strace the child must close the database.
-func runCrashPoint(t *testing.T, strace, call string, n int, dir string, seed, until int64, delay int) (acked int64, killed bool) {
+func runCrashPoint(t *testing.T, strace, call string, n int, dir string, seed, until int64, mode string) (acked int64, killed bool) {
 	t.Helper()
 	args := []string{os.Args[0], "-test.run=^TestCrashPointsChild$", "-test.v"}
 	if strace != "" {
@@ -149,7 +165,7 @@ func runCrashPoint(t *testing.T, strace, call string, n int, dir string, seed, u
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), "MEMIAVL_CRASHPOINT_DIR="+dir, fmt.Sprintf("MEMIAVL_CRASH_SEED=%d", seed),
-		fmt.Sprintf("MEMIAVL_CRASH_UNTIL=%d", until), fmt.Sprintf("MEMIAVL_CRASH_DELAY=%d", delay))
+		fmt.Sprintf("MEMIAVL_CRASH_UNTIL=%d", until), "MEMIAVL_CRASH_MODE="+mode)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
