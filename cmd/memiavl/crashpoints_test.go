@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,9 +36,12 @@ var cliCrashCalls = []string{"renameat", "unlinkat", "mkdirat", "fsync", "pwrite
 // TestCLICrashPoints kills the commands that change a database offline at
 // each crash point: the Nth call of each of cliCrashCalls, injected by
 // strace (the call fails and the process gets SIGKILL before it runs).
-// After each kill the database must be whole and in the state before the
-// command or the state after it (never between, never lost), and running
-// the command again must finish it. Under -short only every 8th point is
+// The commands: rewrite-snapshot, a rollback, import into a new directory
+// and over an empty database, import-iavl of a node's goleveldb
+// application.db. After each kill the database must be whole and in the
+// state before the command or the state after it (never between, never
+// lost), and running the command again must finish it; import-iavl must
+// leave its source as it was. Under -short only every 8th point is
 // tried. Skipped where strace is not installed.
 //
 // Crash points are counted per thread by strace, so a run covers the
@@ -58,6 +63,12 @@ func TestCLICrashPoints(t *testing.T) {
 	hash10 := dumpOf(t, src, 10).AppHash
 	stream := filepath.Join(t.TempDir(), "stream.bin")
 	mustCLI(t, "export", src, stream)
+	// a node's application.db at version 12 for import-iavl, which must
+	// never change it
+	iavlParent := t.TempDir()
+	hash12 := makeIAVLApp(t, iavlParent, 12)
+	appDB := filepath.Join(iavlParent, "application.db")
+	appSum := dirDigest(t, appDB)
 	empty := t.TempDir()
 	if db, err := multitree.Open(empty, multitree.Options{CreateIfMissing: true, InitialStores: []string{"bank"}}); err != nil {
 		t.Fatal(err)
@@ -72,7 +83,11 @@ func TestCLICrashPoints(t *testing.T) {
 		// states the database may be in after a kill: version -> app hash;
 		// version 0 stands for no database
 		allowed map[int64]string
-		final   func(t *testing.T, dir string)
+		// the state the command leaves (default: version 30, hash30), and
+		// whether running it again once it finished fails (import-iavl
+		// refuses a destination that holds a database)
+		final       func(t *testing.T, dir string)
+		refusesDone bool
 	}{
 		{
 			name:    "rewrite-snapshot",
@@ -110,6 +125,21 @@ func TestCLICrashPoints(t *testing.T) {
 			args:    func(dir string) []string { return []string{"import", "--height", "30", stream, dir} },
 			allowed: map[int64]string{-1: "", 30: hash30}, // -1: the empty database at version 0
 		},
+		{
+			name:    "import-iavl",
+			prepare: func(t *testing.T, dir string) {},
+			args:    func(dir string) []string { return []string{"import-iavl", appDB, dir} },
+			allowed: map[int64]string{0: "", 12: hash12},
+			final: func(t *testing.T, dir string) {
+				if v, hash := dbState(t, dir); v != 12 || hash != hash12 {
+					t.Fatalf("after the rerun: version %d, app hash %s", v, hash)
+				}
+				if dirDigest(t, appDB) != appSum {
+					t.Fatal("import-iavl changed the source application.db")
+				}
+			},
+			refusesDone: true,
+		},
 	}
 	kills := 0
 	for _, op := range ops {
@@ -135,7 +165,7 @@ func TestCLICrashPoints(t *testing.T) {
 						}
 					}
 					// running the command again finishes it
-					if code, out, errs := cli(t, op.args(dir)...); code != 0 {
+					if code, out, errs := cli(t, op.args(dir)...); code != 0 && !(op.refusesDone && hash != "") {
 						t.Fatalf("%s: rerun: exit %d\n%s%s", where, code, out, errs)
 					}
 					if op.final != nil {
@@ -203,4 +233,27 @@ func dumpOf(t *testing.T, dir string, version int64) DumpResult {
 		t.Fatalf("dump --json: %v\n%s", err, out)
 	}
 	return res
+}
+
+// dirDigest returns a digest of the names and contents of the files under
+// dir.
+func dirDigest(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d\n", strings.TrimPrefix(p, dir), len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
