@@ -1203,7 +1203,7 @@ func (db *DB) dropRewriteLocked() {
 	if job.res.gen != nil {
 		job.res.gen.release()
 	}
-	if err := job.res.err; err != nil && !errors.Is(err, context.Canceled) {
+	if err := job.res.err; err != nil && !canceledOnly(err) {
 		// it failed before it was stopped: reported as a switch would
 		db.mu.bgErr = errors.Join(db.mu.bgErr, fmt.Errorf("%w: snapshot at version %d: %w", ErrRewrite, job.version, err))
 	}
@@ -1268,12 +1268,16 @@ func (db *DB) Close() error {
 
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	// a failure of a background job that no Commit has reported
+	// a failure of a background job that no Commit has reported, the
+	// rewrite's too if it failed before Close stopped it
 	errs := []error{db.mu.bgErr}
 	db.mu.bgErr = nil
 	if job := db.mu.rewrite; job != nil {
 		if job.res != nil && job.res.gen != nil {
 			job.res.gen.release()
+		}
+		if job.res != nil && job.res.err != nil && !canceledOnly(job.res.err) {
+			errs = append(errs, fmt.Errorf("%w: snapshot at version %d: %w", ErrRewrite, job.version, job.res.err))
 		}
 		db.mu.rewrite = nil
 	}

@@ -28,6 +28,22 @@ type rewriteJob struct {
 	res     *rewriteResult
 }
 
+// canceledOnly reports whether err is a rewrite's cancellation and nothing
+// else: context.Canceled, or errors joined from the rewrite's workers that
+// all are. A worker's failure joined with the others' cancellation that it
+// caused, or that Close caused meanwhile, is a failure.
+func canceledOnly(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !canceledOnly(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, context.Canceled)
+}
+
 type rewriteResult struct {
 	gen      *generation
 	trees    map[string]*memiavl.Tree
@@ -247,7 +263,7 @@ func (db *DB) switchIfDoneLocked() {
 		if res.gen != nil {
 			res.gen.release()
 		}
-		if !errors.Is(res.err, context.Canceled) {
+		if !canceledOnly(res.err) {
 			db.mu.bgErr = fmt.Errorf("%w: snapshot at version %d: %w", ErrRewrite, job.version, res.err)
 		}
 		return
