@@ -75,18 +75,23 @@ func TestCrashChild(t *testing.T) {
 
 // commitAcked commits crashBlock's block of the working version, as a crash
 // test's child: it prints "acked <version> <app hash>" once committed, or
-// "error ..." and exits 2.
+// calls childFail.
 func commitAcked(db *DB, seed int64) {
 	if err := db.ApplyChangeSets(crashBlock(seed, db.WorkingVersion())); err != nil {
-		fmt.Println("error", err)
-		os.Exit(2)
+		childFail(db, err)
 	}
 	info, err := db.Commit()
 	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(2)
+		childFail(db, err)
 	}
 	fmt.Printf("acked %d %X\n", info.Version, info.Hash())
+}
+
+// childFail ends a crash test's child on an error of the database: it
+// prints "error ..." and exits 2.
+var childFail = func(db *DB, err error) {
+	fmt.Println("error", err)
+	os.Exit(2)
 }
 
 func TestCrashRecovery(t *testing.T) {
