@@ -251,8 +251,7 @@ func TestIOErrorPoints(t *testing.T) {
 				runCrashPoint(t, "", "", 0, dir, seed, start, "")
 			}
 			trace := filepath.Join(t.TempDir(), "strace.out")
-			args := append([]string{strace, "-f", "-qq", "-o", trace, "-e", "trace=" + call,
-				"-e", fmt.Sprintf("inject=%s:error=EIO:when=%d", call, n)}, os.Args[0], "-test.run=^TestCrashPointsChild$", "-test.v")
+			args := testutil.FailAt(strace, call, n, trace, os.Args[0], "-test.run=^TestCrashPointsChild$", "-test.v")
 			cmd := exec.Command(args[0], args[1:]...)
 			mode := []string{"", "delay", "async"}[n%3]
 			cmd.Env = append(os.Environ(), "MEMIAVL_CRASHPOINT_DIR="+dir, fmt.Sprintf("MEMIAVL_CRASH_SEED=%d", seed),
@@ -262,7 +261,7 @@ func TestIOErrorPoints(t *testing.T) {
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
 			where := fmt.Sprintf("EIO at %s #%d (%s)", call, n, mode)
-			if tr, _ := os.ReadFile(trace); !bytes.Contains(tr, []byte("INJECTED")) {
+			if !testutil.Injected(t, trace) {
 				if err != nil {
 					t.Fatalf("%s: no fault injected, yet the child failed: %v\n%s%s", where, err, out, stderr.Bytes())
 				}

@@ -123,7 +123,11 @@ type Options struct {
 	// latest. 0 means the latest.
 	TargetVersion int64
 	// Rollback, with TargetVersion, discards every version after it: newer
-	// snapshots are deleted and the log is truncated. Not with ReadOnly.
+	// snapshots are deleted and the log is truncated, its segments newest
+	// first. Not with ReadOnly. An interrupted or failed rollback leaves
+	// the database whole at a version between TargetVersion and the latest
+	// (the log cut back part of the way); opening with the same options
+	// again finishes it.
 	Rollback bool
 
 	// ViewCacheSize is how many historical views ViewAt keeps open. 0

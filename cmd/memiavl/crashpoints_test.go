@@ -35,13 +35,17 @@ var cliCrashCalls = []string{"renameat", "unlinkat", "mkdirat", "fsync", "pwrite
 
 // TestCLICrashPoints kills the commands that change a database offline at
 // each crash point: the Nth call of each of cliCrashCalls, injected by
-// strace (the call fails and the process gets SIGKILL before it runs).
+// strace (the call fails and the process gets SIGKILL before it runs); and
+// in a second pass fails that call with EIO and lets the command go on,
+// which must then exit 1 with the error (or 0 where the failure does not
+// matter, see cliMustReport), never crash.
+//
 // The commands: rewrite-snapshot, a rollback, import into a new directory
 // and over an empty database, import-iavl of a node's goleveldb
-// application.db. After each kill the database must be whole and in the
-// state before the command or the state after it (never between, never
-// lost), and running the command again must finish it; import-iavl must
-// leave its source as it was. Under -short only every 8th point is
+// application.db. After each kill or failure the database must be whole and
+// in the state before the command or the state after it (never lost; a
+// rollback may stop at a version between), and running the command again
+// must finish it; import-iavl must leave its source as it was. Under -short only every 12th point is
 // tried. Skipped where strace is not installed.
 //
 // Crash points are counted per thread by strace, so a run covers the
@@ -54,13 +58,19 @@ func TestCLICrashPoints(t *testing.T) {
 	strace := testutil.Strace(t)
 	step := 1
 	if testing.Short() {
-		step = 8
+		step = 12
 	}
 	// a database at version 30 with kept snapshots at 10 and 20, its
 	// state-sync stream, and the app hashes of versions 10 and 30
 	src := t.TempDir()
 	hash30 := makeDB(t, src, 0.02, 30, 10, 20)
 	hash10 := dumpOf(t, src, 10).AppHash
+	// a rollback cuts the log back newest segment first: cut short, it
+	// leaves the database at a version between 10 and 30
+	rollbackStates := map[int64]string{}
+	for v := int64(10); v <= 30; v++ {
+		rollbackStates[v] = dumpOf(t, src, v).AppHash
+	}
 	stream := filepath.Join(t.TempDir(), "stream.bin")
 	mustCLI(t, "export", src, stream)
 	// a node's application.db at version 12 for import-iavl, which must
@@ -106,7 +116,7 @@ func TestCLICrashPoints(t *testing.T) {
 			args: func(dir string) []string {
 				return []string{"rewrite-snapshot", "--progress", "none", "--version", "10", "--rollback", dir}
 			},
-			allowed: map[int64]string{30: hash30, 10: hash10},
+			allowed: rollbackStates,
 			final: func(t *testing.T, dir string) {
 				if res := dumpOf(t, dir, 0); res.Version != 10 || res.AppHash != hash10 || res.SnapshotVersion != 10 {
 					t.Fatalf("after the rerun: %+v", res)
@@ -141,47 +151,97 @@ func TestCLICrashPoints(t *testing.T) {
 			refusesDone: true,
 		},
 	}
-	kills := 0
+	kills, faults := 0, 0
 	for _, op := range ops {
-		t.Run(op.name, func(t *testing.T) {
-			for i, call := range cliCrashCalls {
-				first := 1 + i%step
-				n := first
-				for ; ; n += step {
-					dir := filepath.Join(t.TempDir(), "db")
-					op.prepare(t, dir)
-					if !cliKilledAt(t, strace, call, n, op.args(dir)) {
-						break
-					}
-					kills++
-					where := fmt.Sprintf("killed at %s #%d", call, n)
-					v, hash := dbState(t, dir)
-					if want, ok := op.allowed[v]; !ok || want != hash {
-						t.Fatalf("%s: the database is at version %d with app hash %s; allowed: %v", where, v, hash, op.allowed)
-					}
-					if v > 0 {
-						if _, err := multitree.Verify(dir); err != nil {
-							t.Fatalf("%s: verify: %v", where, err)
-						}
-					}
-					// running the command again finishes it
-					if code, out, errs := cli(t, op.args(dir)...); code != 0 && !(op.refusesDone && hash != "") {
-						t.Fatalf("%s: rerun: exit %d\n%s%s", where, code, out, errs)
-					}
-					if op.final != nil {
-						op.final(t, dir)
-					} else if v, hash := dbState(t, dir); v != 30 || hash != hash30 {
-						t.Fatalf("%s: after the rerun: version %d, app hash %s", where, v, hash)
-					}
-					mustCLI(t, "verify", dir)
-				}
-				if n == first && step == 1 && !(op.name == "rollback" && call == "mkdirat") {
-					t.Errorf("%s never called %s: the crash point list is stale", op.name, call)
-				}
+		for _, kill := range []bool{true, false} {
+			name := op.name + "/eio"
+			if kill {
+				name = op.name + "/kill"
 			}
-		})
+			t.Run(name, func(t *testing.T) {
+				for i, call := range cliCrashCalls {
+					first := 1 + i%step
+					n := first
+					for ; ; n += step {
+						dir := filepath.Join(t.TempDir(), "db")
+						op.prepare(t, dir)
+						where := fmt.Sprintf("killed at %s #%d", call, n)
+						if kill {
+							if !cliKilledAt(t, strace, call, n, op.args(dir)) {
+								break
+							}
+							kills++
+						} else {
+							where = fmt.Sprintf("EIO at %s #%d", call, n)
+							hit, out := cliFailedAt(t, strace, call, n, op.args(dir))
+							if !hit {
+								break
+							}
+							where += fmt.Sprintf(" (the command printed %q)", out)
+							faults++
+						}
+						v, hash := dbState(t, dir)
+						if want, ok := op.allowed[v]; !ok || want != hash {
+							t.Fatalf("%s: the database is at version %d with app hash %s; allowed: %v", where, v, hash, op.allowed)
+						}
+						if v > 0 {
+							if _, err := multitree.Verify(dir); err != nil {
+								t.Fatalf("%s: verify: %v", where, err)
+							}
+						}
+						// running the command again finishes it
+						if code, out, errs := cli(t, op.args(dir)...); code != 0 && !(op.refusesDone && hash != "") {
+							t.Fatalf("%s: rerun: exit %d\n%s%s", where, code, out, errs)
+						}
+						if op.final != nil {
+							op.final(t, dir)
+						} else if v, hash := dbState(t, dir); v != 30 || hash != hash30 {
+							t.Fatalf("%s: after the rerun: version %d, app hash %s", where, v, hash)
+						}
+						mustCLI(t, "verify", dir)
+					}
+					if n == first && step == 1 && !(op.name == "rollback" && call == "mkdirat") {
+						t.Errorf("%s never called %s: the crash point list is stale", op.name, call)
+					}
+				}
+			})
+		}
 	}
-	t.Logf("%d kills at crash points", kills)
+	t.Logf("%d kills at crash points, %d I/O errors injected", kills, faults)
+}
+
+// cliMustReport are the calls whose failure a command must report (exit 1):
+// its writes, their fsyncs, its renames and new directories. A failed
+// write of its own output, or unlink of a leftover, may pass.
+var cliMustReport = map[string]bool{"fsync": true, "pwrite64": true, "renameat": true, "mkdirat": true}
+
+// cliFailedAt runs the command line args in a child process under strace,
+// failing its nth call of call with EIO, and reports whether the fault was
+// injected (false: the command finished first). The command must not
+// crash: it exits 0, or 1 with the error (always 1 for a call in
+// cliMustReport).
+func cliFailedAt(t *testing.T, strace, call string, n int, args []string) (bool, string) {
+	t.Helper()
+	trace := filepath.Join(t.TempDir(), "strace.out")
+	argv := testutil.FailAt(strace, call, n, trace, os.Args[0], "-test.run=^TestCLIChild$")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if !testutil.Injected(t, trace) {
+		if err != nil {
+			t.Fatalf("memiavl %v: no fault injected, yet: %v\n%s", args, err, out.Bytes())
+		}
+		return false, ""
+	}
+	code := exitCode(err)
+	if bytes.Contains(out.Bytes(), []byte("panic:")) || (code != exitOK && code != exitFailure) ||
+		(code == exitOK && cliMustReport[call]) {
+		tr, _ := os.ReadFile(trace)
+		t.Fatalf("memiavl %v with EIO at %s #%d: exit %d\n%s\nstrace:\n%s", args, call, n, code, out.Bytes(), tr)
+	}
+	return true, out.String()
 }
 
 // cliKilledAt runs the command line args in a child process under strace,

@@ -51,7 +51,9 @@ lost. With --rollback every version after V is discarded (the log is cut
 back to V, newer snapshots are removed), as a node's rollback does. If V
 already has a kept snapshot, nothing is written: with --rollback the
 versions after V are still discarded and V becomes current; without it the
-database is left as it is.
+database is left as it is. An interrupted or failed rollback leaves the
+database whole at a version between V and the latest (the log is cut back
+newest segment first); running the command again finishes it.
 
 Before writing, it verifies the snapshot it starts from (checksums, tree
 structure, every hash; 'memiavl verify' checks the same and more): the new

@@ -1,8 +1,10 @@
 package testutil
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -44,4 +46,23 @@ func KilledBySIGKILL(err error) bool {
 		return true
 	}
 	return ee.ExitCode() == 128+9
+}
+
+// FailAt returns the strace arguments that run argv and fail the nth call
+// of the system call call (counted per thread) with EIO, without a signal:
+// the process goes on and sees the error. strace's trace goes to the file
+// trace, where Injected finds whether the fault was injected.
+func FailAt(strace, call string, n int, trace string, argv ...string) []string {
+	return append([]string{strace, "-f", "-qq", "-o", trace, "-e", "trace=" + call,
+		"-e", fmt.Sprintf("inject=%s:error=EIO:when=%d", call, n)}, argv...)
+}
+
+// Injected reports whether the strace trace file says a fault was injected.
+func Injected(t testing.TB, trace string) bool {
+	t.Helper()
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Contains(b, []byte("(INJECTED)"))
 }
