@@ -51,17 +51,20 @@ func (v *View) Unpin() {
 // the current pointer and the log's tail, maps nothing and takes no lock, so
 // it may be called while a writer has the database open. A directory without
 // a database has version 0, unless an import was interrupted while it
-// swapped a database in: then it is the version of the imported database,
-// which the next writable Open moves in (see ImportOptions.Replace).
+// swapped a database in: then it is the version of the database the next
+// writable Open moves in (see ImportOptions.Replace).
 func LatestVersion(dir string) (int64, error) {
 	current, err := readCurrent(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			dir = filepath.Clean(dir)
 			if _, rerr := os.Lstat(dir + replacedSuffix); rerr == nil {
+				// Open moves the staged database in if whole, else the
+				// replaced one back
 				if ok, _ := hasDatabase(dir + stagingSuffix); ok {
 					return LatestVersion(dir + stagingSuffix)
 				}
+				return LatestVersion(dir + replacedSuffix)
 			}
 			return 0, nil
 		}

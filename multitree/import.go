@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	storetypes "cosmossdk.io/store/types"
+	"golang.org/x/sys/unix"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/wal"
@@ -48,11 +50,13 @@ type ImportOptions struct {
 	// version is 0 (nothing committed) or the imported version. The import
 	// is then written beside dir (dir + ".import.tmp") and swapped in only
 	// once complete and durable, so a failed import leaves the existing
-	// database as it was. The swap moves dir aside (dir + ".replaced.tmp")
-	// and the new database to dir; an interruption between the two renames
-	// is finished by the next writable Open of dir or import into it. dir
-	// is replaced as a whole, files other than the database's included.
-	// The existing database must not be open.
+	// database as it was. The swap exchanges the two directories in one
+	// rename (RENAME_EXCHANGE); on a file system without it, it moves dir
+	// aside (dir + ".replaced.tmp") and the new database to dir, and an
+	// interruption between those two renames is finished by the next
+	// writable Open of dir or import into it. dir is replaced as a whole,
+	// files other than the database's included. The existing database
+	// must not be open.
 	Replace bool
 	// Check, when set, is called with the commit info of the imported
 	// version once every tree is written, before the database is made
@@ -186,7 +190,7 @@ func (im *Importer) importStore(name string, src NodeSource, stop *atomic.Bool) 
 func nextNode(src NodeSource) (n *memiavl.ExportNode, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			n, err = nil, fmt.Errorf("the node source panicked: %v", r)
+			n, err = nil, fmt.Errorf("the node source panicked: %v\n%s", r, debug.Stack())
 		}
 	}()
 	return src.Next()
@@ -237,9 +241,6 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 		return nil, err
 	}
 	staging := dir + stagingSuffix
-	if err := os.RemoveAll(staging); err != nil {
-		return nil, err
-	}
 	exists, err := hasDatabase(dir)
 	if err != nil {
 		return nil, err
@@ -254,7 +255,15 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 		if err := checkReplaceable(dir, version); err != nil {
 			return nil, err
 		}
+		// an earlier import's, or the database an exchange replaced:
+		// removed under the lock on dir, which another import replacing
+		// dir would hold
+		if err := os.RemoveAll(staging); err != nil {
+			return nil, err
+		}
 		im.target, im.owned = staging, true
+	} else if err := removeStaging(staging); err != nil {
+		return nil, err
 	}
 	if im.target == dir {
 		if err := checkImportTarget(dir); err != nil {
@@ -291,6 +300,20 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 		return nil, err
 	}
 	return im, nil
+}
+
+// removeStaging removes what a failed import left in the staging directory
+// staging, unless an import at work there holds its lock.
+func removeStaging(staging string) error {
+	lock, err := lockDir(staging)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrLocked):
+		return nil
+	case err != nil:
+		return err
+	}
+	defer unlockDir(lock)
+	return os.RemoveAll(staging)
 }
 
 func hasDatabase(dir string) (bool, error) {
@@ -512,12 +535,33 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 	return info, nil
 }
 
-// swap replaces the database in dir with the staged one, by two renames:
-// the old database aside (dir+replacedSuffix), the staged one to dir. dir
-// always holds a whole database, the old or the new one, but between the
-// two renames, where it holds none; finishSwap, run by the next writer's
-// Open or import, then moves the staged one in.
+// swap replaces the database in dir with the staged one. Where the file
+// system can (renameat2 with RENAME_EXCHANGE), the two directories trade
+// places in one step: dir never stops holding a whole database, and its
+// lock file (the staged database's, held by the importer) stays locked;
+// the old database, now under the staging name, is then removed. Where it
+// cannot, dir is moved aside (dir+replacedSuffix) and the staged database
+// to dir by two renames; finishSwap, run by the next writable Open or
+// import, completes a swap interrupted between them. Once the new database
+// is in place and durable, a failure to remove the old one is not the
+// import's failure: it is left for the next import to remove.
 func (im *Importer) swap() error {
+	err := unix.Renameat2(unix.AT_FDCWD, im.target, unix.AT_FDCWD, im.dir, unix.RENAME_EXCHANGE)
+	if err == nil {
+		// dir holds the new database now, the staging name the old one
+		im.owned = false
+		im.target = im.dir
+		if err := syncDir(filepath.Dir(im.dir)); err != nil {
+			return err
+		}
+		_ = unlockDir(im.existLock)
+		im.existLock = nil
+		_ = os.RemoveAll(im.dir + stagingSuffix)
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("multitree: swap %s into %s: %w", im.target, im.dir, err)
+	}
 	old := im.dir + replacedSuffix
 	if err := os.RemoveAll(old); err != nil {
 		return err
@@ -525,30 +569,33 @@ func (im *Importer) swap() error {
 	if err := os.Rename(im.dir, old); err != nil {
 		return err
 	}
+	im.owned = false // from here on, the staged database is never removed
 	if err := os.Rename(im.target, im.dir); err != nil {
 		if rerr := os.Rename(old, im.dir); rerr != nil {
 			return errors.Join(err, rerr)
 		}
+		im.owned = true
 		return err
 	}
 	im.target = im.dir
-	im.owned = false // it is the database now
 	if err := syncDir(filepath.Dir(im.dir)); err != nil {
 		return err
 	}
 	_ = unlockDir(im.existLock)
 	im.existLock = nil
-	return os.RemoveAll(old)
+	_ = os.RemoveAll(old)
+	return nil
 }
 
 // replacedSuffix names the directory beside a database to which an import
 // that replaces it moves the old database before moving the new one in.
 const replacedSuffix = ".replaced.tmp"
 
-// finishSwap completes the swap of an import that was interrupted: with the
-// replaced database moved aside, it moves the staged database to dir if dir
-// holds none yet (or the old one back if the staged one is not whole, which
-// swap never leaves), then removes the old one. It changes nothing when no
+// finishSwap completes the swap of an import that was interrupted between
+// its two renames (see swap): with the replaced database moved aside and no
+// database in dir, it moves the staged database to dir if it is whole, or
+// else the old one back. The old database is removed only once dir holds
+// the new one, and its removal is best effort. It changes nothing when no
 // replaced database lies beside dir, and fails with ErrLocked while the
 // importer is still at work.
 func finishSwap(dir string) error {
@@ -582,6 +629,9 @@ func finishSwap(dir string) error {
 			from = old
 		}
 		if err := os.Rename(from, dir); err != nil {
+			if again, _ := hasDatabase(dir); again {
+				return nil // another process finished it meanwhile
+			}
 			return err
 		}
 		if err := syncDir(filepath.Dir(dir)); err != nil {
@@ -591,7 +641,8 @@ func finishSwap(dir string) error {
 			return nil
 		}
 	}
-	return os.RemoveAll(old)
+	_ = os.RemoveAll(old)
+	return nil
 }
 
 // Close ends the importer. Without a successful Commit it closes the store

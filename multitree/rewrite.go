@@ -30,8 +30,8 @@ type rewriteJob struct {
 
 // canceledOnly reports whether err is a rewrite's cancellation and nothing
 // else: context.Canceled, or errors joined from the rewrite's workers that
-// all are. A worker's failure joined with the others' cancellation that it
-// caused, or that Close caused meanwhile, is a failure.
+// all are. A worker's failure joined with the other workers' cancellation
+// by Close meanwhile is a failure.
 func canceledOnly(err error) bool {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {

@@ -136,9 +136,9 @@ func newImportCmd() *cobra.Command {
 stream file (written by 'memiavl export', or the concatenated chunks of an
 SDK snapshot). The nodes are checked as they are read and go straight into
 the new snapshot files. The restore is staged beside <dir> and swapped in
-only once complete and durable: an interrupted import leaves the
-directory as it was, or already holding the new database, and can be
-rerun. <dir> may hold a database only if its latest version is 0 (nothing
+only once complete and durable, the two directories exchanged in one
+rename: an interrupted import leaves the directory as it was, or holding
+the new database, and can be rerun. <dir> may hold a database only if its latest version is 0 (nothing
 committed) or --height; that database is replaced as a whole, versions
 before --height included, with any other files in <dir>. Into a <dir>
 without a database, other files are left alone.
