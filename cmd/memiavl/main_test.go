@@ -377,9 +377,14 @@ func TestVerifyCorruptWAL(t *testing.T) {
 	if !strings.Contains(errs, seg) || !strings.Contains(errs, "offset") {
 		t.Errorf("stderr does not name the segment and offset:\n%s", errs)
 	}
-	// With --json the failure is also a report on stdout, with ok false.
+	// With --json the failure is also a report on stdout, with ok false,
+	// also for a directory that holds no database.
+	if code, out, _ := cli(t, "verify", "--json", t.TempDir()); code != exitFailure ||
+		!strings.Contains(out, `"ok": false`) && !strings.Contains(out, `"ok":false`) {
+		t.Errorf("verify --json of an empty directory: exit %d, stdout %q", code, out)
+	}
 	code, out, errs := cli(t, "verify", "--json", dir)
-	var res verifyJSON
+	var res verifyFailure
 	if code != exitFailure || json.Unmarshal([]byte(out), &res) != nil || res.OK || !strings.Contains(res.Error, seg) ||
 		!strings.Contains(errs, seg) {
 		t.Errorf("verify --json of a corrupt log: exit %d, stdout %q, stderr %q", code, out, errs)

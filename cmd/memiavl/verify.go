@@ -55,26 +55,32 @@ type verifyJSON struct {
 	// multitree.VerifyReport).
 	WALTornTail *wal.TornTail `json:"wal_torn_tail,omitempty"`
 	OK          bool          `json:"ok"`
-	// Error is the first problem found; set only when OK is false.
-	Error string `json:"error,omitempty"`
+}
+
+// verifyFailure is what verify --json prints when the check fails.
+type verifyFailure struct {
+	OK    bool   `json:"ok"` // false
+	Error string `json:"error"`
 }
 
 func runVerify(w io.Writer, dir string, asJSON bool) error {
-	if err := checkDBDir(dir); err != nil {
-		return err
-	}
-	rep, err := multitree.Verify(dir)
-	if err != nil {
-		err = fmt.Errorf("verify %s: FAILED: %w", dir, err)
+	fail := func(err error) error {
 		if asJSON {
 			// The report still goes to stdout, so that a script reading
 			// it sees "ok": false rather than nothing; the error also goes
 			// to stderr and the exit code is 1, as without --json.
-			if werr := writeJSON(w, verifyJSON{OK: false, Error: err.Error()}); werr != nil {
+			if werr := writeJSON(w, verifyFailure{Error: err.Error()}); werr != nil {
 				return errors.Join(err, werr)
 			}
 		}
 		return err
+	}
+	if err := checkDBDir(dir); err != nil {
+		return fail(err)
+	}
+	rep, err := multitree.Verify(dir)
+	if err != nil {
+		return fail(fmt.Errorf("verify %s: FAILED: %w", dir, err))
 	}
 	if asJSON {
 		return writeJSON(w, verifyJSON{
