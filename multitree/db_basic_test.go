@@ -1032,3 +1032,39 @@ func TestLongStoreNames(t *testing.T) {
 		t.Fatalf("reopened at snapshot %d with another hash", db.SnapshotVersion())
 	}
 }
+
+// An import into a directory without a database removes what a failed
+// import left in the staging directory beside it, but not while another
+// import holds the staging directory's lock.
+func TestImportLeavesStagingInUse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	staging := dir + stagingSuffix
+	if err := os.MkdirAll(filepath.Join(staging, "snapshot-00000000000000000007.tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := lockDir(staging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := NewImporter(dir, 3, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(staging, "snapshot-00000000000000000007.tmp")); err != nil {
+		t.Fatalf("the staging directory in use was removed: %v", err)
+	}
+	_ = unlockDir(lock)
+	im, err = NewImporter(dir, 3, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(staging); !os.IsNotExist(err) {
+		t.Fatalf("the staging directory left by a failed import stays: %v", err)
+	}
+}
