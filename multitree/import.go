@@ -546,44 +546,46 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 // is in place and durable, a failure to remove the old one is not the
 // import's failure: it is left for the next import to remove.
 func (im *Importer) swap() error {
+	old := im.target // where the exchange leaves the old database
 	err := unix.Renameat2(unix.AT_FDCWD, im.target, unix.AT_FDCWD, im.dir, unix.RENAME_EXCHANGE)
-	if err == nil {
-		// dir holds the new database now, the staging name the old one
-		im.owned = false
-		im.target = im.dir
-		if err := syncDir(filepath.Dir(im.dir)); err != nil {
+	if err != nil {
+		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
+			return fmt.Errorf("multitree: swap %s into %s: %w", im.target, im.dir, err)
+		}
+		old = im.dir + replacedSuffix
+		if err := im.renameSwap(old); err != nil {
 			return err
 		}
-		_ = unlockDir(im.existLock)
-		im.existLock = nil
-		_ = os.RemoveAll(im.dir + stagingSuffix)
-		return nil
-	}
-	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
-		return fmt.Errorf("multitree: swap %s into %s: %w", im.target, im.dir, err)
-	}
-	old := im.dir + replacedSuffix
-	if err := os.RemoveAll(old); err != nil {
-		return err
-	}
-	if err := os.Rename(im.dir, old); err != nil {
-		return err
-	}
-	im.owned = false // from here on, the staged database is never removed
-	if err := os.Rename(im.target, im.dir); err != nil {
-		if rerr := os.Rename(old, im.dir); rerr != nil {
-			return errors.Join(err, rerr)
-		}
-		im.owned = true
-		return err
 	}
 	im.target = im.dir
+	im.owned = false // it is the database now
 	if err := syncDir(filepath.Dir(im.dir)); err != nil {
 		return err
 	}
 	_ = unlockDir(im.existLock)
 	im.existLock = nil
 	_ = os.RemoveAll(old)
+	return nil
+}
+
+// renameSwap is swap where the exchange is refused: dir to old, then the
+// staged database to dir. If the second rename fails, the old database is
+// moved back; if that fails too, the staged database is no longer the
+// importer's to remove, since finishSwap moves it in.
+func (im *Importer) renameSwap(old string) error {
+	if err := os.RemoveAll(old); err != nil {
+		return err
+	}
+	if err := os.Rename(im.dir, old); err != nil {
+		return err
+	}
+	if err := os.Rename(im.target, im.dir); err != nil {
+		if rerr := os.Rename(old, im.dir); rerr != nil {
+			im.owned = false
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
 	return nil
 }
 
