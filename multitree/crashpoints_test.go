@@ -103,11 +103,7 @@ func TestCrashPoints(t *testing.T) {
 		first := 1 + (i % step)
 		n := first
 		for ; ; n += step {
-			dir := t.TempDir()
-			start := int64(n*5) % 13
-			if start > 0 {
-				runCrashPoint(t, "", "", 0, dir, seed, start, "")
-			}
+			dir, start := crashPointStart(t, n, seed)
 			until := start + crashPointsVersions
 			mode := []string{"", "delay", "async"}[n%3]
 			acked, killed := runCrashPoint(t, strace, call, n, dir, seed, until, mode)
@@ -129,36 +125,57 @@ func TestCrashPoints(t *testing.T) {
 					kills++
 				}
 			}
-			db, err := Open(dir, Options{})
-			if errors.Is(err, ErrNotFound) && acked == 0 {
-				continue // killed before the database was created
-			}
-			if err != nil {
-				t.Fatalf("killed at %s #%d (acked %d): reopen: %v", call, n, acked, err)
-			}
-			ref := newCrashRef(seed)
-			v := checkRecovered(t, db, acked, ref)
-			for range 2 {
-				if err := db.ApplyChangeSets(crashBlock(seed, v+1)); err != nil {
-					t.Fatal(err)
-				}
-				info, err := db.Commit()
-				if err != nil {
-					t.Fatalf("killed at %s #%d: commit after the reopen: %v", call, n, err)
-				}
-				v++
-				ref.advance(t, v)
-				if want := commitInfo(ref.trees, v).Hash(); !bytes.Equal(info.Hash(), want) {
-					t.Fatalf("killed at %s #%d: version %d after the reopen: app hash %X, want %X", call, n, v, info.Hash(), want)
-				}
-			}
-			closeVerified(t, db, dir)
+			checkAfterFault(t, dir, seed, acked, 2, fmt.Sprintf("killed at %s #%d", call, n))
 		}
 		if n == first && step == 1 {
 			t.Errorf("the child never called %s: the crash point list is stale", call)
 		}
 	}
 	t.Logf("%d kills at crash points", kills)
+}
+
+// crashPointStart returns a new directory for the nth point: empty, or
+// holding a database the child committed a few versions to and closed
+// (start, the version it closed at; 0 for an empty directory).
+func crashPointStart(t *testing.T, n int, seed int64) (dir string, start int64) {
+	dir = t.TempDir()
+	if start = int64(n*5) % 13; start > 0 {
+		runCrashPoint(t, "", "", 0, dir, seed, start, "")
+	}
+	return dir, start
+}
+
+// checkAfterFault reopens dir after the child met a fault (where, for the
+// messages) and checks it: at acked at least (or no database at all if
+// nothing was acknowledged), with the right app hash and contents, taking
+// that many more commits with the right app hashes, and verified once
+// closed.
+func checkAfterFault(t *testing.T, dir string, seed, acked int64, commits int, where string) {
+	t.Helper()
+	db, err := Open(dir, Options{})
+	if errors.Is(err, ErrNotFound) && acked == 0 {
+		return // before the database was created
+	}
+	if err != nil {
+		t.Fatalf("%s (acked %d): reopen: %v", where, acked, err)
+	}
+	ref := newCrashRef(seed)
+	v := checkRecovered(t, db, acked, ref)
+	for range commits {
+		if err := db.ApplyChangeSets(crashBlock(seed, v+1)); err != nil {
+			t.Fatal(err)
+		}
+		info, err := db.Commit()
+		if err != nil {
+			t.Fatalf("%s: commit after the reopen: %v", where, err)
+		}
+		v++
+		ref.advance(t, v)
+		if want := commitInfo(ref.trees, v).Hash(); !bytes.Equal(info.Hash(), want) {
+			t.Fatalf("%s: version %d after the reopen: app hash %X, want %X", where, v, info.Hash(), want)
+		}
+	}
+	closeVerified(t, db, dir)
 }
 
 // runCrashPoint runs TestCrashPointsChild on dir up to version until and
@@ -245,11 +262,7 @@ func TestIOErrorPoints(t *testing.T) {
 		first := 1 + (i % step)
 		n := first
 		for ; ; n += step {
-			dir := t.TempDir()
-			start := int64(n*5) % 13
-			if start > 0 {
-				runCrashPoint(t, "", "", 0, dir, seed, start, "")
-			}
+			dir, start := crashPointStart(t, n, seed)
 			trace := filepath.Join(t.TempDir(), "strace.out")
 			args := testutil.FailAt(strace, call, n, trace, os.Args[0], "-test.run=^TestCrashPointsChild$", "-test.v")
 			cmd := exec.Command(args[0], args[1:]...)
@@ -292,27 +305,7 @@ func TestIOErrorPoints(t *testing.T) {
 			if mode == "async" && err != nil {
 				acked = start // a failed asynchronous log loses its queue
 			}
-			db, oerr := Open(dir, Options{})
-			if errors.Is(oerr, ErrNotFound) && acked == 0 {
-				continue // failed before the database was created
-			}
-			if oerr != nil {
-				t.Fatalf("%s (acked %d): reopen: %v\nchild: %s", where, acked, oerr, out)
-			}
-			ref := newCrashRef(seed)
-			v := checkRecovered(t, db, acked, ref)
-			if err := db.ApplyChangeSets(crashBlock(seed, v+1)); err != nil {
-				t.Fatal(err)
-			}
-			info, cerr := db.Commit()
-			if cerr != nil {
-				t.Fatalf("%s: commit after the reopen: %v", where, cerr)
-			}
-			ref.advance(t, v+1)
-			if want := commitInfo(ref.trees, v+1).Hash(); !bytes.Equal(info.Hash(), want) {
-				t.Fatalf("%s: version %d after the reopen: app hash %X, want %X", where, v+1, info.Hash(), want)
-			}
-			closeVerified(t, db, dir)
+			checkAfterFault(t, dir, seed, acked, 1, where)
 		}
 		if n == first && step == 1 {
 			t.Errorf("the child never called %s: the list is stale", call)
