@@ -1203,9 +1203,9 @@ func (db *DB) dropRewriteLocked() {
 	if job.res.gen != nil {
 		job.res.gen.release()
 	}
-	if err := job.res.err; err != nil && !canceledOnly(err) {
+	if err := job.failure(); err != nil {
 		// it failed before it was stopped: reported as a switch would
-		db.mu.bgErr = errors.Join(db.mu.bgErr, fmt.Errorf("%w: snapshot at version %d: %w", ErrRewrite, job.version, err))
+		db.mu.bgErr = errors.Join(db.mu.bgErr, err)
 	}
 }
 
@@ -1276,9 +1276,7 @@ func (db *DB) Close() error {
 		if job.res != nil && job.res.gen != nil {
 			job.res.gen.release()
 		}
-		if job.res != nil && job.res.err != nil && !canceledOnly(job.res.err) {
-			errs = append(errs, fmt.Errorf("%w: snapshot at version %d: %w", ErrRewrite, job.version, job.res.err))
-		}
+		errs = append(errs, job.failure())
 		db.mu.rewrite = nil
 	}
 	if db.log != nil {

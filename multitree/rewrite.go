@@ -28,6 +28,16 @@ type rewriteJob struct {
 	res     *rewriteResult
 }
 
+// failure returns the job's failure as the error reported for it (wrapping
+// ErrRewrite), nil if it has no result yet, succeeded or was only
+// cancelled.
+func (j *rewriteJob) failure() error {
+	if j.res == nil || j.res.err == nil || canceledOnly(j.res.err) {
+		return nil
+	}
+	return fmt.Errorf("%w: snapshot at version %d: %w", ErrRewrite, j.version, j.res.err)
+}
+
 // canceledOnly reports whether err is a rewrite's cancellation and nothing
 // else: context.Canceled, or errors joined from the rewrite's workers that
 // all are. A worker's failure joined with the other workers' cancellation
@@ -263,8 +273,8 @@ func (db *DB) switchIfDoneLocked() {
 		if res.gen != nil {
 			res.gen.release()
 		}
-		if !canceledOnly(res.err) {
-			db.mu.bgErr = fmt.Errorf("%w: snapshot at version %d: %w", ErrRewrite, job.version, res.err)
+		if err := job.failure(); err != nil {
+			db.mu.bgErr = err
 		}
 		return
 	}
