@@ -47,7 +47,8 @@ func (v *View) Unpin() {
 }
 
 // LatestVersion returns the version Open would open dir at without a
-// TargetVersion: the newest of the current snapshot and the log. It reads
+// TargetVersion: the newest of the current snapshot and the log, or the
+// target of an unfinished rollback. It reads
 // the current pointer and the log's tail, maps nothing and takes no lock, so
 // it may be called while a writer has the database open. A directory without
 // a database has version 0, unless an import was interrupted while it
@@ -70,19 +71,28 @@ func LatestVersion(dir string) (int64, error) {
 		}
 		return 0, err
 	}
-	walDir := filepath.Join(dir, walDirName)
-	if _, err := os.Stat(walDir); errors.Is(err, os.ErrNotExist) {
-		return current, nil
-	}
-	log, err := wal.Open(walDir, wal.Options{ReadOnly: true})
+	pending, err := readRollback(dir)
 	if err != nil {
 		return 0, err
 	}
-	last := log.LastVersion()
-	if err := log.Close(); err != nil {
+	last := int64(0)
+	walDir := filepath.Join(dir, walDirName)
+	if _, err := os.Stat(walDir); err == nil {
+		log, err := wal.Open(walDir, wal.Options{ReadOnly: true})
+		if err != nil {
+			return 0, err
+		}
+		last = log.LastVersion()
+		if err := log.Close(); err != nil {
+			return 0, err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
 		return 0, err
 	}
-	return max(current, last), nil
+	if latest := max(current, last); pending == 0 || pending >= latest {
+		return latest, nil
+	}
+	return pending, nil // an unfinished rollback's target (Options.Rollback)
 }
 
 // canonicalEntry returns e with its change sets grouped by store, in store

@@ -149,6 +149,9 @@ func Open(dir string, opts Options) (*DB, error) {
 var (
 	afterReadCurrent func(dir string, current int64)
 	beforeOpenLog    func(dir string)
+	// duringRollback, after the file recording a rollback is written:
+	// an error fails Open there, as a crash would stop it
+	duringRollback func(db *DB, cut int64) error
 )
 
 func open(dir string, opts Options) (_ *DB, err error) {
@@ -215,8 +218,17 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			return nil, err
 		}
 	}
+	// an unfinished rollback: its target is the latest version
+	pending, err := readRollback(dir)
+	if err != nil {
+		return nil, err
+	}
+	at := opts.TargetVersion
+	if at == 0 {
+		at = pending
+	}
 	base := current
-	if opts.TargetVersion > 0 && opts.TargetVersion < current {
+	if at > 0 && at < current {
 		// an older kept snapshot at or below the target
 		versions, err := listSnapshots(dir)
 		if err != nil {
@@ -224,12 +236,12 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		}
 		base = -1
 		for _, v := range versions {
-			if v <= opts.TargetVersion {
+			if v <= at {
 				base = v
 			}
 		}
 		if base < 0 {
-			return nil, fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, opts.TargetVersion)
+			return nil, fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, at)
 		}
 	}
 	gen, trees, err := openGeneration(dir, base)
@@ -296,10 +308,26 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			last = 0
 		}
 	}
-	target := last
+	onDisk := max(last, current) // the newest version the files hold
+	if pending >= onDisk {
+		// the rollback discarded everything after its target and was
+		// interrupted before it removed the file that records it
+		pending = 0
+		if !opts.ReadOnly {
+			if err := removeRollback(dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	target, latest := last, max(last, base)
+	unfinished := ""
+	if pending > 0 {
+		target, latest = pending, pending
+		unfinished = fmt.Sprintf(" (a rollback to %d is unfinished)", pending)
+	}
 	if opts.TargetVersion > 0 {
-		if opts.TargetVersion > max(last, base) {
-			return nil, fmt.Errorf("%w: target %d is newer than the latest version %d", ErrVersion, opts.TargetVersion, max(last, base))
+		if opts.TargetVersion > latest {
+			return nil, fmt.Errorf("%w: target %d is newer than the latest version %d%s", ErrVersion, opts.TargetVersion, latest, unfinished)
 		}
 		target = opts.TargetVersion
 	}
@@ -309,8 +337,29 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	if target > base {
 		db.mu.version = target
 	}
-	if opts.Rollback {
-		if err := db.rollback(current); err != nil {
+	// A rollback discards the versions after cut: the one asked for, or
+	// the unfinished one's (a writer finishes it first, whatever version
+	// it opens at). The file recording it makes it all or nothing: until
+	// it is removed, every Open stops at cut.
+	cut := pending
+	if opts.Rollback && (cut == 0 || target < cut) {
+		cut = target
+	}
+	if !opts.ReadOnly && cut > 0 && cut < onDisk {
+		if cut != pending {
+			if err := writeFileAtomic(dir, rollbackFileName, encodeRollback(cut)); err != nil {
+				return nil, err
+			}
+		}
+		if h := duringRollback; h != nil {
+			if err := h(db, cut); err != nil {
+				return nil, err
+			}
+		}
+		if err := db.rollback(current, cut); err != nil {
+			return nil, err
+		}
+		if err := removeRollback(dir); err != nil {
 			return nil, err
 		}
 	}
@@ -1230,10 +1279,10 @@ func (db *DB) checkLoggedLocked(e wal.Entry) error {
 	return nil
 }
 
-// rollback discards the versions after the opened one: newer snapshots are
-// removed, current points at the opened snapshot, the log is cut back.
-func (db *DB) rollback(current int64) error {
-	v := db.mu.version
+// rollback discards the versions after v: current points at the opened
+// snapshot, the snapshots newer than it are removed, the log is cut back to
+// v. Open calls it with the file recording the rollback written.
+func (db *DB) rollback(current, v int64) error {
 	base := db.mu.gen.version
 	if base != current {
 		if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(base)); err != nil {

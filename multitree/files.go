@@ -97,6 +97,31 @@ func readCurrent(dir string) (int64, error) {
 	return decodeCurrent(path, b)
 }
 
+// readRollback returns the target of the rollback that dir's "rollback"
+// file records, 0 when there is none.
+func readRollback(dir string) (int64, error) {
+	path := filepath.Join(dir, rollbackFileName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return decodeRollback(path, b)
+}
+
+// removeRollback removes dir's "rollback" file, durably.
+func removeRollback(dir string) error {
+	if err := os.Remove(filepath.Join(dir, rollbackFileName)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return syncDir(dir)
+}
+
 // removeSnapshotDir removes the snapshot directory of version v. It first
 // renames it to a temporary name, so that a reader listing the snapshots
 // (a historical view, a read-only open) sees it whole or not at all, never

@@ -16,6 +16,7 @@ import (
 //
 //	<dir>/LOCK                      held (flock) by the writer
 //	<dir>/current                   name of the current snapshot directory (see below)
+//	<dir>/rollback                  present while a rollback runs: its target (see below)
 //	<dir>/snapshot-<version>/       one per kept snapshot; <version> is 20 zero-padded digits
 //	    metadata                    the version, initial version and the stores' root hashes
 //	    <tree dir>/                 one snapshot (package snapshot) per store
@@ -50,12 +51,28 @@ import (
 //	0       4     magic 0x4D544350 ("PCTM" on disk)
 //	4       8     version of the current snapshot (int64)
 //	12      4     CRC32C of the preceding 12 bytes
+//
+// The "rollback" file (little-endian):
+//
+//	0       4     magic 0x4D544252 ("RBTM" on disk)
+//	4       4     format version (1)
+//	8       8     target: the version after which the rollback discards all (int64)
+//	16      4     CRC32C of the preceding 16 bytes
+//
+// A writer Open with Rollback writes it (atomically, as "current") before it
+// changes anything and removes it once the newer snapshots are gone and the
+// log is cut back; while it exists, every Open treats the target as the
+// latest version and a writer Open finishes the rollback first, so that an
+// interrupted rollback is seen whole or not at all.
 const (
-	metadataMagic   uint32 = 0x4D544D44
-	metadataFormat  uint32 = 1
-	currentMagic    uint32 = 0x4D544350
-	currentFileSize        = 16
-	hashSize               = 32
+	metadataMagic    uint32 = 0x4D544D44
+	metadataFormat   uint32 = 1
+	currentMagic     uint32 = 0x4D544350
+	currentFileSize         = 16
+	rollbackMagic    uint32 = 0x4D544252
+	rollbackFormat   uint32 = 1
+	rollbackFileSize        = 20
+	hashSize                = 32
 	// maxStoreName bounds a store name: its tree directory's name
 	// ("x-" and the name in hex, see treeDirName), with the suffix of the
 	// temporary name it is written under (".tmp-" and up to 10 digits),
@@ -64,6 +81,7 @@ const (
 
 	lockFileName     = "LOCK"
 	currentFileName  = "current"
+	rollbackFileName = "rollback"
 	walDirName       = "wal"
 	metadataFileName = "metadata"
 	snapshotPrefix   = "snapshot-"
@@ -165,6 +183,37 @@ func decodeCurrent(path string, b []byte) (int64, error) {
 	v := int64(binary.LittleEndian.Uint64(b[4:]))
 	if v < 0 {
 		return 0, fmt.Errorf("%w: %s names negative version %d", ErrCorrupt, path, v)
+	}
+	return v, nil
+}
+
+func encodeRollback(target int64) []byte {
+	b := make([]byte, 16, rollbackFileSize)
+	binary.LittleEndian.PutUint32(b, rollbackMagic)
+	binary.LittleEndian.PutUint32(b[4:], rollbackFormat)
+	binary.LittleEndian.PutUint64(b[8:], uint64(target))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func decodeRollback(path string, b []byte) (int64, error) {
+	bad := func(off int, format string, args ...any) error {
+		return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, path, off, fmt.Sprintf(format, args...))
+	}
+	if len(b) != rollbackFileSize {
+		return 0, bad(0, "file is %d bytes, want %d", len(b), rollbackFileSize)
+	}
+	if got, want := crc32.Checksum(b[:16], castagnoli), binary.LittleEndian.Uint32(b[16:]); got != want {
+		return 0, bad(16, "checksum %08x, computed %08x", want, got)
+	}
+	if m := binary.LittleEndian.Uint32(b); m != rollbackMagic {
+		return 0, bad(0, "magic %08x, want %08x", m, rollbackMagic)
+	}
+	if f := binary.LittleEndian.Uint32(b[4:]); f != rollbackFormat {
+		return 0, bad(4, "format version %d, this build reads %d", f, rollbackFormat)
+	}
+	v := int64(binary.LittleEndian.Uint64(b[8:]))
+	if v <= 0 {
+		return 0, bad(8, "rollback target %d is not a version", v)
 	}
 	return v, nil
 }

@@ -124,10 +124,11 @@ type Options struct {
 	TargetVersion int64
 	// Rollback, with TargetVersion, discards every version after it: newer
 	// snapshots are deleted and the log is truncated, its segments newest
-	// first. Not with ReadOnly. An interrupted or failed rollback leaves
-	// the database whole at a version between TargetVersion and the latest
-	// (the log cut back part of the way); opening with the same options
-	// again finishes it.
+	// first. Not with ReadOnly. It is all or nothing: the target is
+	// recorded durably before anything is discarded, and until the
+	// rollback has finished every Open (read-only ones included) takes
+	// the target for the latest version, and the next writer Open, with
+	// whatever options, finishes an interrupted or failed one first.
 	Rollback bool
 
 	// ViewCacheSize is how many historical views ViewAt keeps open. 0

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -194,5 +196,165 @@ func TestLogBehindSnapshot(t *testing.T) {
 	defer db.Close()
 	if db.Version() != 12 || !bytes.Equal(db.LastCommitInfo().Hash(), more[12]) {
 		t.Fatalf("reopened at %d", db.Version())
+	}
+}
+
+// TestInterruptedRollback stops a rollback once the file recording it is
+// written: before anything is discarded, and after the newer snapshots are
+// gone and the log is cut back part of the way (as a crash in wal's
+// truncation leaves it). Until a writer finishes the rollback, every open
+// and LatestVersion take its target for the latest version; the next
+// writer Open, with whatever options, finishes it.
+func TestInterruptedRollback(t *testing.T) {
+	src := t.TempDir()
+	db, err := Open(src, Options{CreateIfMissing: true, InitialStores: crashStores,
+		SnapshotInterval: 10, SnapshotKeepRecent: 3, WALSegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := commitN(t, db, 3, 45)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const cut = 25
+
+	stops := map[string]func(db *DB, cut int64) error{
+		"before anything": func(*DB, int64) error { return errStop },
+		"part way": func(db *DB, cut int64) error {
+			current, err := readCurrent(db.dir)
+			if err != nil {
+				return err
+			}
+			if err := db.rollback(current, 33); err != nil {
+				return err
+			}
+			return errStop
+		},
+	}
+	opens := []struct {
+		name        string
+		opts        Options
+		version     int64 // the version it opens at
+		latestAfter int64 // LatestVersion once it is closed
+	}{
+		{"plain", Options{}, cut, cut},
+		{"at an older version", Options{TargetVersion: 20}, 20, cut},
+		{"rollback further", Options{TargetVersion: 12, Rollback: true}, 12, 12},
+		{"the same rollback", Options{TargetVersion: cut, Rollback: true}, cut, cut},
+	}
+	for stopName, stop := range stops {
+		for _, o := range opens {
+			t.Run(stopName+"/"+o.name, func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "db")
+				testutil.CopyDir(t, src, dir)
+				duringRollback = stop
+				_, err := Open(dir, Options{TargetVersion: cut, Rollback: true})
+				duringRollback = nil
+				if !errors.Is(err, errStop) {
+					t.Fatalf("interrupted rollback: %v", err)
+				}
+				checkLatest(t, dir, cut, hashes[cut])
+				if _, err := Open(dir, Options{ReadOnly: true, TargetVersion: 40}); !errors.Is(err, ErrVersion) {
+					t.Fatalf("read-only open past the rollback's target: %v", err)
+				}
+				if _, err := Open(dir, Options{TargetVersion: 40}); !errors.Is(err, ErrVersion) {
+					t.Fatalf("writer open past the rollback's target: %v", err)
+				}
+
+				db, err := Open(dir, o.opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if db.Version() != o.version || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[o.version]) {
+					t.Fatalf("opened at %d, want %d with its hash", db.Version(), o.version)
+				}
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.Stat(filepath.Join(dir, rollbackFileName)); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("the rollback's file is left after the writer's open: %v", err)
+				}
+				checkLatest(t, dir, o.latestAfter, hashes[o.latestAfter])
+				if versions, err := listSnapshots(dir); err != nil || versions[len(versions)-1] > o.latestAfter {
+					t.Fatalf("snapshots %v (%v) after the rollback to %d", versions, err, o.latestAfter)
+				}
+
+				// the discarded versions are gone: the next commit is
+				// latestAfter+1, with other content
+				db, err = Open(dir, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				if err := db.Set("bank", []byte("after"), []byte("rollback")); err != nil {
+					t.Fatal(err)
+				}
+				info, err := db.Commit()
+				if err != nil || info.Version != o.latestAfter+1 {
+					t.Fatalf("commit after the rollback: %v, %v", info, err)
+				}
+			})
+		}
+	}
+
+	t.Run("damaged record", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "db")
+		testutil.CopyDir(t, src, dir)
+		b := encodeRollback(cut)
+		b[9] ^= 1
+		if err := os.WriteFile(filepath.Join(dir, rollbackFileName), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range []Options{{}, {ReadOnly: true}} {
+			if _, err := Open(dir, o); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), rollbackFileName) {
+				t.Fatalf("open (read-only %v) with a damaged rollback file: %v", o.ReadOnly, err)
+			}
+		}
+		if _, err := LatestVersion(dir); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("LatestVersion with a damaged rollback file: %v", err)
+		}
+	})
+
+	// a record at or past the latest version: the rollback discarded
+	// everything after its target and stopped before removing it
+	t.Run("finished", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "db")
+		testutil.CopyDir(t, src, dir)
+		if err := os.WriteFile(filepath.Join(dir, rollbackFileName), encodeRollback(45), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		checkLatest(t, dir, 45, hashes[45])
+		db, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db.Version() != 45 {
+			t.Fatalf("opened at %d", db.Version())
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, rollbackFileName)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the finished rollback's file is left: %v", err)
+		}
+	})
+}
+
+var errStop = errors.New("stopped")
+
+// checkLatest checks that LatestVersion and a read-only open of dir give
+// version v with app hash hash.
+func checkLatest(t *testing.T, dir string, v int64, hash []byte) {
+	t.Helper()
+	if got, err := LatestVersion(dir); err != nil || got != v {
+		t.Fatalf("LatestVersion %d (%v), want %d", got, err, v)
+	}
+	db, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Version() != v || !bytes.Equal(db.LastCommitInfo().Hash(), hash) {
+		t.Fatalf("read-only open at %d, want %d with its hash", db.Version(), v)
 	}
 }

@@ -81,27 +81,7 @@ func makeDB(t testing.TB, dir string, scale float64, blocks int64, snapAt ...int
 	return hex.EncodeToString(hash)
 }
 
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+func copyDir(t *testing.T, src, dst string) { testutil.CopyDir(t, src, dst) }
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{

@@ -51,9 +51,10 @@ lost. With --rollback every version after V is discarded (the log is cut
 back to V, newer snapshots are removed), as a node's rollback does. If V
 already has a kept snapshot, nothing is written: with --rollback the
 versions after V are still discarded and V becomes current; without it the
-database is left as it is. An interrupted or failed rollback leaves the
-database whole at a version between V and the latest (the log is cut back
-newest segment first); running the command again finishes it.
+database is left as it is. A rollback is all or nothing: V is recorded
+before anything is discarded, and once it is, every open of the database
+sees V as the latest version; if the command is interrupted or fails after
+that, the next writer (running it again, or the node) finishes it.
 
 Before writing, it verifies the snapshot it starts from (checksums, tree
 structure, every hash; 'memiavl verify' checks the same and more): the new

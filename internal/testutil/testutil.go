@@ -4,8 +4,10 @@
 package testutil
 
 import (
+	"io/fs"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -105,5 +107,32 @@ func DamageByte(t testing.TB, path string, off int64) (restore func()) {
 		if _, err := f.WriteAt(b, off); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// CopyDir copies the directory tree src to dst (files and directories
+// only), failing t on an error.
+func CopyDir(t testing.TB, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copy %s to %s: %v", src, dst, err)
 	}
 }
