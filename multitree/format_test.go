@@ -1,0 +1,81 @@
+package multitree
+
+import (
+	"encoding/hex"
+	"errors"
+	"testing"
+)
+
+// The bytes of the small files of format.go, pinned: a change to any of
+// them is a new format version.
+const (
+	goldenCurrent  = "5043544d0a0000000000000019d7ea99"         // current, version 10
+	goldenRollback = "5242544d010000001900000000000000cb9dfd3d" // rollback, target 25
+	// metadata of version 10, initial version 1, stores b and a (sorted)
+	goldenMetadata = "444d544d010000000a000000000000000100000000000000020000000100610101" +
+		"010101010101010101010101010101010101010101010101010101010101010062" +
+		"02020202020202020202020202020202020202020202020202020202020202022f" +
+		"a59b30"
+)
+
+func TestFormatGolden(t *testing.T) {
+	h := func(b byte) []byte {
+		out := make([]byte, hashSize)
+		for i := range out {
+			out[i] = b
+		}
+		return out
+	}
+	meta := &metadata{Version: 10, InitialVersion: 1, Stores: []storeInfo{{"b", h(2)}, {"a", h(1)}}}
+	for _, c := range []struct {
+		name   string
+		got    []byte
+		want   string
+		decode func(b []byte) error
+	}{
+		{"current", encodeCurrent(10), goldenCurrent, func(b []byte) error {
+			v, err := decodeCurrent("current", b)
+			if err == nil && v != 10 {
+				t.Fatalf("current decodes to %d", v)
+			}
+			return err
+		}},
+		{"rollback", encodeRollback(25), goldenRollback, func(b []byte) error {
+			v, err := decodeRollback("rollback", b)
+			if err == nil && v != 25 {
+				t.Fatalf("rollback decodes to %d", v)
+			}
+			return err
+		}},
+		{"metadata", meta.encode(), goldenMetadata, func(b []byte) error {
+			m, err := decodeMetadata("metadata", b)
+			if err == nil && (m.Version != 10 || m.InitialVersion != 1 || len(m.Stores) != 2 || m.Stores[0].Name != "a") {
+				t.Fatalf("metadata decodes to %+v", m)
+			}
+			return err
+		}},
+	} {
+		if got := hex.EncodeToString(c.got); got != c.want {
+			t.Errorf("%s encodes to %s, pinned %s", c.name, got, c.want)
+			continue
+		}
+		if err := c.decode(c.got); err != nil {
+			t.Errorf("%s: the pinned bytes do not decode: %v", c.name, err)
+		}
+		// every flipped bit and every shorter or longer file is refused
+		for i := range c.got {
+			for bit := 0; bit < 8; bit++ {
+				b := append([]byte(nil), c.got...)
+				b[i] ^= 1 << bit
+				if err := c.decode(b); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("%s with bit %d of byte %d flipped: %v", c.name, bit, i, err)
+				}
+			}
+		}
+		for _, b := range [][]byte{c.got[:len(c.got)-1], append(append([]byte(nil), c.got...), 0), nil} {
+			if err := c.decode(b); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s of %d bytes: %v", c.name, len(b), err)
+			}
+		}
+	}
+}
