@@ -2,7 +2,10 @@ package multitree
 
 import (
 	"context"
+	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DelayRewrites makes db's background rewrites wait, once their snapshot is
@@ -35,3 +38,10 @@ func SetMaxLoggedEntry(db *DB, n int) { db.maxLogged = n }
 
 // SnapshotCommits returns how many versions db committed by a snapshot.
 func SnapshotCommits(db *DB) int64 { return db.snapshotCommits.Load() }
+
+// RefuseExchange makes imports that replace a database swap it in as on a
+// file system without RENAME_EXCHANGE (two renames), until t ends.
+func RefuseExchange(t testing.TB) {
+	exchange = func(string, string) error { return unix.EINVAL }
+	t.Cleanup(func() { exchange = exchangeDirs })
+}

@@ -547,7 +547,7 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 // import's failure: it is left for the next import to remove.
 func (im *Importer) swap() error {
 	old := im.target // where the exchange leaves the old database
-	err := unix.Renameat2(unix.AT_FDCWD, im.target, unix.AT_FDCWD, im.dir, unix.RENAME_EXCHANGE)
+	err := exchange(im.target, im.dir)
 	if err != nil {
 		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
 			return fmt.Errorf("multitree: swap %s into %s: %w", im.target, im.dir, err)
@@ -566,6 +566,14 @@ func (im *Importer) swap() error {
 	im.existLock = nil
 	_ = os.RemoveAll(old)
 	return nil
+}
+
+// exchange swaps the directories a and b in one step (renameat2 with
+// RENAME_EXCHANGE). Tests replace it to take swap's other way.
+var exchange = exchangeDirs
+
+func exchangeDirs(a, b string) error {
+	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
 }
 
 // renameSwap is swap where the exchange is refused: dir to old, then the

@@ -289,7 +289,18 @@ func TestImportStoresOption(t *testing.T) {
 	}
 }
 
+// TestImportReplace replaces a database by import, with the directories
+// exchanged in one step and, as on a file system that refuses that, by
+// two renames.
 func TestImportReplace(t *testing.T) {
+	t.Run("exchange", testImportReplace)
+	t.Run("two renames", func(t *testing.T) {
+		multitree.RefuseExchange(t)
+		testImportReplace(t)
+	})
+}
+
+func testImportReplace(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "db")
 	src := func(value string) map[string]multitree.NodeSource {
 		return map[string]multitree.NodeSource{"s": leafSource("k", value, 7)}
@@ -303,12 +314,27 @@ func TestImportReplace(t *testing.T) {
 	if _, err := multitree.Import(dir, 7, src("1"), multitree.ImportOptions{}); !errors.Is(err, multitree.ErrExists) {
 		t.Fatalf("import over a database without Replace: %v", err)
 	}
+	holds := func(want string) {
+		t.Helper()
+		db := impOpen(t, dir, multitree.Options{ReadOnly: true})
+		defer db.Close()
+		if v, _ := db.Get("s", []byte("k")); string(v) != want || db.Version() != 7 {
+			t.Fatalf("value %q at version %d, want %q at 7", v, db.Version(), want)
+		}
+	}
 	if _, err := multitree.Import(dir, 7, src("1"), multitree.ImportOptions{Replace: true}); err != nil {
 		t.Fatal(err)
 	}
+	holds("1")
 	// the same version again: re-created
 	if _, err := multitree.Import(dir, 7, src("2"), multitree.ImportOptions{Replace: true}); err != nil {
 		t.Fatal(err)
+	}
+	holds("2")
+	for _, leftover := range []string{".import.tmp", ".replaced.tmp"} {
+		if _, err := os.Lstat(dir + leftover); !os.IsNotExist(err) {
+			t.Fatalf("%s left after an import: %v", leftover, err)
+		}
 	}
 	// a failing import leaves the existing database as it was
 	if _, err := multitree.Import(dir, 7, map[string]multitree.NodeSource{"s": &badSource{}}, multitree.ImportOptions{Replace: true}); err == nil {
