@@ -1,8 +1,11 @@
 package multitree
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash/crc32"
 	"testing"
 )
 
@@ -78,4 +81,42 @@ func TestFormatGolden(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzDecode feeds the decoders of format.go arbitrary bytes, both as they
+// come and with a valid checksum appended (so that the fuzzer reaches past
+// it): they must not panic, must refuse with ErrCorrupt, and what they
+// accept must encode back to the same bytes.
+func FuzzDecode(f *testing.F) {
+	for _, g := range []string{goldenCurrent, goldenRollback, goldenMetadata} {
+		b, _ := hex.DecodeString(g)
+		f.Add(b)
+		f.Add(b[:len(b)-4])
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		withCRC := binary.LittleEndian.AppendUint32(bytes.Clone(b), crc32.Checksum(b, castagnoli))
+		for _, in := range [][]byte{b, withCRC} {
+			if m, err := decodeMetadata("metadata", in); err == nil {
+				if !bytes.Equal(m.encode(), in) {
+					t.Fatalf("metadata %x decodes to %+v, which encodes to %x", in, m, m.encode())
+				}
+			} else if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("metadata %x: %v", in, err)
+			}
+			if v, err := decodeCurrent("current", in); err == nil {
+				if !bytes.Equal(encodeCurrent(v), in) {
+					t.Fatalf("current %x decodes to %d", in, v)
+				}
+			} else if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("current %x: %v", in, err)
+			}
+			if v, err := decodeRollback("rollback", in); err == nil {
+				if !bytes.Equal(encodeRollback(v), in) {
+					t.Fatalf("rollback %x decodes to %d", in, v)
+				}
+			} else if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("rollback %x: %v", in, err)
+			}
+		}
+	})
 }
