@@ -367,6 +367,14 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if err := checkBaseKept(dir, base); err != nil {
 			return nil, err
 		}
+		// a writer began a rollback meanwhile: the version read may
+		// be one it discards, so the read starts again and stops at
+		// its target (retryBesideWriter)
+		if p, err := readRollback(dir); err != nil {
+			return nil, err
+		} else if p > 0 && p < db.mu.version {
+			return nil, fmt.Errorf("%w: %s: a rollback to %d began while version %d was read", ErrBusy, dir, p, db.mu.version)
+		}
 	}
 	db.mu.info = commitInfo(db.mu.trees, db.mu.version)
 	db.mu.touched = map[string]bool{}

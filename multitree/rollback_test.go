@@ -358,3 +358,40 @@ func checkLatest(t *testing.T, dir string, v int64, hash []byte) {
 		t.Fatalf("read-only open at %d, want %d with its hash", db.Version(), v)
 	}
 }
+
+// TestReadOnlyOpenBesideRollback begins a rollback (its file written, as
+// the writer does first) while a read-only open has read past the file:
+// the open must start again and stop at the rollback's target, not serve a
+// version the rollback discards.
+func TestReadOnlyOpenBesideRollback(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := commitN(t, db, 4, 30)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	once := false
+	beforeOpenLog = func(dir string) {
+		if !once {
+			once = true
+			if err := writeFileAtomic(dir, rollbackFileName, encodeRollback(24)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { beforeOpenLog = nil }()
+	db, err = Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if !once {
+		t.Fatal("the hook did not run")
+	}
+	if db.Version() != 24 || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[24]) {
+		t.Fatalf("read-only open beside a rollback to 24 served version %d", db.Version())
+	}
+}

@@ -52,8 +52,9 @@ func pruned(dir string, v int64) bool {
 	return err == nil && !slices.Contains(versions, v)
 }
 
-// snapshotState returns the current snapshot's version and the kept ones
-// as a string, "" if they cannot be read.
+// snapshotState returns the current snapshot's version, the kept ones and
+// the target of a rollback under way as a string, "" if they cannot be
+// read.
 func snapshotState(dir string) string {
 	cur, err := readCurrent(dir)
 	if err != nil {
@@ -63,7 +64,11 @@ func snapshotState(dir string) string {
 	if err != nil {
 		return ""
 	}
-	return fmt.Sprint(cur, versions)
+	rollback, err := readRollback(dir)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprint(cur, versions, rollback)
 }
 
 // besideWriterAttempts bounds the attempts of a reader that a writer
