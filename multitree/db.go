@@ -191,7 +191,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if opts.TargetVersion > 0 {
 			return nil, fmt.Errorf("%w: TargetVersion %d of a database not created yet", ErrVersion, opts.TargetVersion)
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := mkdirDurable(dir); err != nil {
 			return nil, err
 		}
 		if db.lock, err = lockDir(dir); err != nil {

@@ -22,6 +22,18 @@ func syncDir(dir string) error {
 	return nil
 }
 
+// mkdirDurable creates dir, with missing parents, and makes its entry in
+// its parent durable; an existing dir is left as it is.
+func mkdirDurable(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(filepath.Clean(dir)))
+}
+
 // writeFileAtomic replaces dir/name with data: it writes a temporary file,
 // fsyncs it, renames it into place and fsyncs dir.
 func writeFileAtomic(dir, name string, data []byte) error {

@@ -273,7 +273,7 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 			im.created = true
 		}
 	}
-	if err := os.MkdirAll(im.target, 0o755); err != nil {
+	if err := mkdirDurable(im.target); err != nil {
 		return nil, err
 	}
 	if im.lock, err = lockDir(im.target); err != nil {

@@ -1,7 +1,9 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -173,12 +175,27 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
+// create makes the log's directory if it is missing, and its entry in the
+// parent durable, before any record in it can be acknowledged.
+func (l *Log) create() error {
+	if _, err := l.fs.ReadDir(l.dir); !errors.Is(err, iofs.ErrNotExist) {
+		return nil // there, or an error listSegments reports
+	}
+	if err := l.fs.MkdirAll(l.dir); err != nil {
+		return fmt.Errorf("wal: create %s: %w", l.dir, err)
+	}
+	if err := l.fs.SyncDir(filepath.Dir(filepath.Clean(l.dir))); err != nil {
+		return fmt.Errorf("wal: sync the parent of %s: %w", l.dir, err)
+	}
+	return nil
+}
+
 // load reads the directory, repairs the tail and fills in the state.
 func (l *Log) load() (err error) {
 	fs, ro := l.fs, l.opts.ReadOnly
 	if !ro {
-		if err := fs.MkdirAll(l.dir); err != nil {
-			return fmt.Errorf("wal: create %s: %w", l.dir, err)
+		if err := l.create(); err != nil {
+			return err
 		}
 	}
 	bases, tmps, err := listSegments(fs, l.dir)

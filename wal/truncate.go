@@ -37,8 +37,10 @@ func (l *Log) TruncateFront(version int64) error {
 	if len(drop) == 0 {
 		return nil
 	}
-	// Oldest first, so that the files left on disk after a failure or a
-	// crash are still a contiguous run of versions.
+	// Oldest first, each removal made durable before the next, so that
+	// the files left on disk after a failure, a crash or a power loss are
+	// still a contiguous run of versions (removals under one directory
+	// fsync may survive in any subset).
 	for _, s := range drop {
 		if err := l.fs.Remove(s.path); err != nil {
 			return fmt.Errorf("wal: remove %s: %w", s.path, err)
@@ -47,9 +49,9 @@ func (l *Log) TruncateFront(version int64) error {
 		l.mu.segments = l.mu.segments[1:]
 		l.mu.first = l.mu.segments[0].base
 		l.mu.Unlock()
-	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+		}
 	}
 	return nil
 }
@@ -122,7 +124,8 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 	for keep >= 0 && segs[keep].base > version {
 		keep--
 	}
-	// Newest first, so that what remains after a failure or a crash is a
+	// Newest first, each removal made durable before the next, so that
+	// what remains after a failure, a crash or a power loss is a
 	// contiguous run of versions.
 	for i := len(segs) - 1; i > keep; i-- {
 		if l.w.f != nil && l.w.base == segs[i].base {
@@ -140,8 +143,6 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 		l.mu.last = segs[i].base - 1
 		l.mu.written = l.mu.last
 		l.mu.Unlock()
-	}
-	if keep < len(segs)-1 {
 		if err := l.fs.SyncDir(l.dir); err != nil {
 			return fmt.Errorf("wal: sync %s: %w", l.dir, err)
 		}
