@@ -111,6 +111,9 @@ type DB struct {
 	// (OpenCheckBackground) ends, checkErr set before; nil without one.
 	checked  chan struct{}
 	checkErr error
+	// rollbackTo is the target of an unfinished rollback that a read-only
+	// Open stopped at (Options.Rollback), 0 if none
+	rollbackTo int64
 
 	views struct {
 		sync.Mutex
@@ -364,6 +367,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		}
 	}
 	if opts.ReadOnly {
+		db.rollbackTo = pending
 		if err := checkBaseKept(dir, base); err != nil {
 			return nil, err
 		}

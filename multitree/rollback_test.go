@@ -254,6 +254,9 @@ func TestInterruptedRollback(t *testing.T) {
 					t.Fatalf("interrupted rollback: %v", err)
 				}
 				checkLatest(t, dir, cut, hashes[cut])
+				if rep, err := Verify(dir); err != nil || rep.RollbackTo != cut || rep.Version != cut {
+					t.Fatalf("verify of an unfinished rollback: %+v, %v", rep, err)
+				}
 				if _, err := Open(dir, Options{ReadOnly: true, TargetVersion: 40}); !errors.Is(err, ErrVersion) {
 					t.Fatalf("read-only open past the rollback's target: %v", err)
 				}
@@ -275,6 +278,9 @@ func TestInterruptedRollback(t *testing.T) {
 					t.Fatalf("the rollback's file is left after the writer's open: %v", err)
 				}
 				checkLatest(t, dir, o.latestAfter, hashes[o.latestAfter])
+				if rep, err := Verify(dir); err != nil || rep.RollbackTo != 0 {
+					t.Fatalf("verify after the rollback finished: %+v, %v", rep, err)
+				}
 				if versions, err := listSnapshots(dir); err != nil || versions[len(versions)-1] > o.latestAfter {
 					t.Fatalf("snapshots %v (%v) after the rollback to %d", versions, err, o.latestAfter)
 				}

@@ -25,6 +25,10 @@ type VerifyReport struct {
 	// damaged last record, which looks the same. The next writable Open
 	// truncates it.
 	WALTornTail *wal.TornTail
+	// RollbackTo, when not 0, is the target of a rollback that was
+	// interrupted: Version is that target, and the next writable Open
+	// finishes the rollback (Options.Rollback).
+	RollbackTo int64
 }
 
 // Verify checks a database directory without modifying it: every kept
@@ -144,6 +148,7 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	}
 	defer db.Close()
 	rep.WALFirst, rep.WALLast = db.log.FirstVersion(), db.log.LastVersion()
+	rep.RollbackTo = db.rollbackTo
 	if tt, ok := db.log.TornTail(); ok {
 		rep.WALTornTail = &tt
 	}

@@ -54,7 +54,10 @@ type verifyJSON struct {
 	// WALTornTail is set when the log ends in a torn tail (see
 	// multitree.VerifyReport).
 	WALTornTail *wal.TornTail `json:"wal_torn_tail,omitempty"`
-	OK          bool          `json:"ok"`
+	// RollbackTo is set while a rollback is unfinished (see
+	// multitree.VerifyReport).
+	RollbackTo int64 `json:"rollback_to,omitempty"`
+	OK         bool  `json:"ok"`
 }
 
 // verifyFailure is what verify --json prints when the check fails.
@@ -85,7 +88,8 @@ func runVerify(w io.Writer, dir string, asJSON bool) error {
 	if asJSON {
 		return writeJSON(w, verifyJSON{
 			Version: rep.Version, AppHash: hex.EncodeToString(rep.AppHash), Snapshots: rep.Snapshots,
-			Stores: rep.Stores, WALFirst: rep.WALFirst, WALLast: rep.WALLast, WALTornTail: rep.WALTornTail, OK: true,
+			Stores: rep.Stores, WALFirst: rep.WALFirst, WALLast: rep.WALLast, WALTornTail: rep.WALTornTail,
+			RollbackTo: rep.RollbackTo, OK: true,
 		})
 	}
 	var t table
@@ -101,6 +105,9 @@ func runVerify(w io.Writer, dir string, asJSON bool) error {
 	if tt := rep.WALTornTail; tt != nil {
 		t.add("warning", "log ends in a torn tail: %d bytes at %s offset %d (an interrupted append, or a damaged last record); the next writable open truncates it",
 			tt.Bytes, tt.Path, tt.Offset)
+	}
+	if rep.RollbackTo != 0 {
+		t.add("warning", "a rollback to version %d is unfinished: every open stops there, and the next writable open (rewrite-snapshot, or the node) finishes it", rep.RollbackTo)
 	}
 	t.add("stores", "%d %v (checked node by node at version %d)", len(rep.Stores), rep.Stores, rep.Version)
 	t.add("result", "OK")
