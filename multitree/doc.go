@@ -46,6 +46,15 @@
 // their files and directories at once (snapshot.SyncGroup) before renaming
 // it into place: one round of fsyncs instead of a chain per store.
 //
+// These hold across a power loss, where only fsynced data and directory
+// entries fsynced in their parent survive, not only across a killed
+// process: the database directory and the log's are fsynced in their
+// parents when created, each rename into place is followed by an fsync of
+// the directory before anything depends on it, and the log's segments are
+// removed one durable removal at a time, so that what survives is a
+// contiguous run of versions (TestFsyncOrder replays a traced process
+// against that model).
+//
 // A version whose changes encode to more than one log record holds
 // (wal.MaxEntrySize, 1 GiB), such as a large genesis or an upgrade that
 // migrates a whole store, is made durable by a snapshot instead: its Commit
