@@ -614,7 +614,10 @@ func (s *MultiStore) SetInitialVersion(version int64) error {
 // exist at target (a rollback cannot cross the upgrade that added or
 // renamed a mounted store, as the multistore could not load target without
 // it). Those are checked before anything is discarded: a refused rollback
-// leaves the database and the loaded multistore as they were.
+// leaves the database and the loaded multistore as they were. Once begun,
+// the rollback is all or nothing: if it fails or the process stops part
+// way, every later load sees target as the latest version and the next
+// writable one finishes it (multitree.Options.Rollback).
 func (s *MultiStore) RollbackToVersion(target int64) error {
 	if target <= 0 {
 		return fmt.Errorf("invalid rollback height target: %d", target)
