@@ -226,6 +226,12 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if pending > 0 && opts.TargetVersion > pending {
+		// refused before anything is read or changed (a stale record
+		// names a version at or after the latest, so the target would
+		// be refused all the same)
+		return nil, fmt.Errorf("%w: target %d is newer than the latest version %d (a rollback to %d is unfinished)", ErrVersion, opts.TargetVersion, pending, pending)
+	}
 	at := opts.TargetVersion
 	if at == 0 {
 		at = pending
