@@ -207,6 +207,13 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if db.lock, err = lockDir(dir); err != nil {
 			return nil, err
 		}
+		// A killed writer's renames (current, a snapshot, the rollback
+		// file) may not be durable yet: this writer acts on what it
+		// reads (it removes the snapshots current no longer names), so
+		// what it reads is made durable first.
+		if err := syncDir(dir); err != nil {
+			return nil, err
+		}
 	}
 
 	current, err := readCurrent(dir)

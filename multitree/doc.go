@@ -50,10 +50,12 @@
 // entries fsynced in their parent survive, not only across a killed
 // process: the database directory and the log's are fsynced in their
 // parents when created, each rename into place is followed by an fsync of
-// the directory before anything depends on it, and the log's segments are
+// the directory before anything depends on it, the log's segments are
 // removed one durable removal at a time, so that what survives is a
-// contiguous run of versions (TestFsyncOrder replays a traced process
-// against that model).
+// contiguous run of versions, and a writer Open first makes durable what a
+// killed writer left in the page cache (renames in the directory, the
+// log's last records) before it acts on it (TestFsyncOrder replays traced
+// processes against that model).
 //
 // A version whose changes encode to more than one log record holds
 // (wal.MaxEntrySize, 1 GiB), such as a large genesis or an upgrade that

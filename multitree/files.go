@@ -22,16 +22,35 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// mkdirDurable creates dir, with missing parents, and makes its entry in
-// its parent durable; an existing dir is left as it is.
+// mkdirDurable creates dir, with missing parents, and makes the entry of
+// each directory it created durable in its parent; an existing dir is left
+// as it is.
 func mkdirDurable(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
+	dir = filepath.Clean(dir)
+	var missing []string // dir and its missing parents, innermost first
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(filepath.Clean(dir)))
+	for i := len(missing) - 1; i >= 0; i-- { // outermost first
+		if err := syncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeFileAtomic replaces dir/name with data: it writes a temporary file,

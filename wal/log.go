@@ -300,6 +300,20 @@ func (l *Log) load() (err error) {
 		s := segs[len(segs)-1]
 		l.w.f, l.w.base, l.w.size, l.w.wbFrom = active, s.base, s.size, s.size
 	}
+	if !ro {
+		// A killed writer's unsynced records and entries survive in the
+		// page cache, where this open read them: they are made durable
+		// before anything is built on them (the next segment, which
+		// assumes the older ones durable, or an acknowledged version).
+		if active != nil {
+			if err := active.Sync(); err != nil {
+				return fmt.Errorf("wal: sync %s: %w", segs[len(segs)-1].path, err)
+			}
+		}
+		if err := fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+		}
+	}
 	return nil
 }
 
