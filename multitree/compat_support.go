@@ -48,9 +48,9 @@ func (v *View) Unpin() {
 
 // LatestVersion returns the version Open would open dir at without a
 // TargetVersion: the newest of the current snapshot and the log, or the
-// target of an unfinished rollback. It reads
-// the current pointer and the log's tail, maps nothing and takes no lock, so
-// it may be called while a writer has the database open. A directory without
+// target of an unfinished rollback. It reads the current pointer, the
+// rollback file and the log's tail, maps nothing and takes no lock, so it
+// may be called while a writer has the database open. A directory without
 // a database has version 0, unless an import was interrupted while it
 // swapped a database in: then it is the version of the database the next
 // writable Open moves in (see ImportOptions.Replace).
