@@ -146,7 +146,7 @@ func TestCLICrashPoints(t *testing.T) {
 			refusesDone: true,
 		},
 	}
-	kills, faults := 0, 0
+	kills, faults, unfinished := 0, 0, 0
 	for _, op := range ops {
 		for _, kill := range []bool{true, false} {
 			name := op.name + "/eio"
@@ -189,6 +189,24 @@ func TestCLICrashPoints(t *testing.T) {
 								t.Fatalf("%s: verify: %v", where, err)
 							}
 						}
+						if _, err := os.Stat(filepath.Join(dir, "rollback")); err == nil {
+							// stopped inside the rollback: verify reports it
+							// unfinished, unless it had cut everything and
+							// only the file was left to remove
+							var rep verifyJSON
+							out := mustCLI(t, "verify", "--json", dir)
+							if err := json.Unmarshal([]byte(out), &rep); err != nil {
+								t.Fatalf("%s: verify --json: %v\n%s", where, err, out)
+							}
+							if rep.RollbackTo == 10 {
+								unfinished++
+								if out := mustCLI(t, "verify", dir); !strings.Contains(out, "a rollback to version 10 is unfinished") {
+									t.Fatalf("%s: verify of an unfinished rollback:\n%s", where, out)
+								}
+							} else if rep.RollbackTo != 0 || rep.WALLast != 10 || rep.Version != 10 {
+								t.Fatalf("%s: verify of a rollback stopped before removing its file: %+v", where, rep)
+							}
+						}
 						// running the command again finishes it
 						if code, out, errs := cli(t, op.args(dir)...); code != 0 && !(op.refusesDone && hash != "") {
 							t.Fatalf("%s: rerun: exit %d\n%s%s", where, code, out, errs)
@@ -207,7 +225,7 @@ func TestCLICrashPoints(t *testing.T) {
 			})
 		}
 	}
-	t.Logf("%d kills at crash points, %d I/O errors injected", kills, faults)
+	t.Logf("%d kills at crash points, %d I/O errors injected, %d rollbacks left unfinished", kills, faults, unfinished)
 }
 
 // cliMustReport are the calls whose failure a command must report (exit 1):
