@@ -2,6 +2,7 @@ package multitree
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,7 +55,28 @@ func (v *View) Unpin() {
 // a database has version 0, unless an import was interrupted while it
 // swapped a database in: then it is the version of the database the next
 // writable Open moves in (see ImportOptions.Replace).
+//
+// A writer that switches snapshots or rolls back meanwhile makes it read
+// again, up to besideWriterAttempts times, then fail with ErrBusy: the
+// current pointer, the rollback file and the log are read at different
+// moments, and only a read that no such change straddles is consistent.
 func LatestVersion(dir string) (int64, error) {
+	for attempt := 1; ; attempt++ {
+		before := snapshotState(dir)
+		v, err := latestVersionOnce(dir)
+		if err != nil {
+			return 0, err
+		}
+		if snapshotState(dir) == before {
+			return v, nil
+		}
+		if attempt == besideWriterAttempts {
+			return 0, fmt.Errorf("%w: %s changed under each of %d reads of its latest version", ErrBusy, dir, attempt)
+		}
+	}
+}
+
+func latestVersionOnce(dir string) (int64, error) {
 	current, err := readCurrent(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -63,9 +85,9 @@ func LatestVersion(dir string) (int64, error) {
 				// Open moves the staged database in if whole, else the
 				// replaced one back
 				if ok, _ := hasDatabase(dir + stagingSuffix); ok {
-					return LatestVersion(dir + stagingSuffix)
+					return latestVersionOnce(dir + stagingSuffix)
 				}
-				return LatestVersion(dir + replacedSuffix)
+				return latestVersionOnce(dir + replacedSuffix)
 			}
 			return 0, nil
 		}

@@ -237,7 +237,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		// refused before anything is read or changed (a stale record
 		// names a version at or after the latest, so the target would
 		// be refused all the same)
-		return nil, fmt.Errorf("%w: target %d is newer than the latest version %d (a rollback to %d is unfinished)", ErrVersion, opts.TargetVersion, pending, pending)
+		return nil, fmt.Errorf("%w: target %d is newer than %d, the target of the rollback that %s records", ErrVersion, opts.TargetVersion, pending, filepath.Join(dir, rollbackFileName))
 	}
 	at := opts.TargetVersion
 	if at == 0 {
