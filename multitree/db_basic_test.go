@@ -949,7 +949,7 @@ func TestUpgradesInSeveralCalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer db.Close()
+			defer func() { db.Close() }() // the database reopened at the end
 			if err := db.Set("a", []byte("k"), []byte("a's")); err != nil {
 				t.Fatal(err)
 			}
@@ -1001,7 +1001,7 @@ func TestLongStoreNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { db.Close() }() // the database open at the end
 	if err := db.ApplyUpgrades(wal.Upgrades{Added: []string{long + "x"}}); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("a 120-byte store name: %v", err)
 	}
