@@ -256,7 +256,12 @@ func TestRollAt(t *testing.T) {
 			mustAppend(t, l, entries[:20]...)
 			l.RollAt(21)
 			mustAppend(t, l, entries[20:40]...)
-			l.RollAt(35) // at or below the active segment's base: nothing
+			// written (with async, still queued otherwise): the request
+			// below then applies to version 41, which the next replaces
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			l.RollAt(35) // before the next record: replaced by the next request
 			l.RollAt(45)
 			mustAppend(t, l, entries[40:]...)
 			if err := l.Flush(); err != nil {
