@@ -118,18 +118,7 @@ func rollbackSteps(t *testing.T, src string, hashes map[int64][]byte, cut, part 
 				if got := rollbackObserve(dir, hashes); got != want {
 					t.Errorf("after the follow-up: %s, want %s", got, want)
 				}
-				db, err = Open(dir, Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
-				if err := db.Set("bank", []byte("after"), []byte("rollback")); err != nil {
-					t.Fatal(err)
-				}
-				info, err := db.Commit()
-				if err != nil || info.Version != latestAfter+1 {
-					t.Fatalf("commit after the rollback: %v, %v", info, err)
-				}
+				commitsAfterRollback(t, dir, latestAfter)
 			})
 		}
 	}

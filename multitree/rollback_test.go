@@ -285,20 +285,7 @@ func TestInterruptedRollback(t *testing.T) {
 					t.Fatalf("snapshots %v (%v) after the rollback to %d", versions, err, o.latestAfter)
 				}
 
-				// the discarded versions are gone: the next commit is
-				// latestAfter+1, with other content
-				db, err = Open(dir, Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
-				if err := db.Set("bank", []byte("after"), []byte("rollback")); err != nil {
-					t.Fatal(err)
-				}
-				info, err := db.Commit()
-				if err != nil || info.Version != o.latestAfter+1 {
-					t.Fatalf("commit after the rollback: %v, %v", info, err)
-				}
+				commitsAfterRollback(t, dir, o.latestAfter)
 			})
 		}
 	}
@@ -347,6 +334,24 @@ func TestInterruptedRollback(t *testing.T) {
 }
 
 var errStop = errors.New("stopped")
+
+// commitsAfterRollback checks that the discarded versions are gone: a
+// writer opens dir at latest and commits other content as latest+1.
+func commitsAfterRollback(t *testing.T, dir string, latest int64) {
+	t.Helper()
+	db, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Set("bank", []byte("after"), []byte("rollback")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.Commit()
+	if err != nil || info.Version != latest+1 {
+		t.Fatalf("commit after the rollback: %v, %v", info, err)
+	}
+}
 
 // checkLatest checks that LatestVersion and a read-only open of dir give
 // version v with app hash hash.
