@@ -97,12 +97,19 @@ type Snapshot struct {
 // meta file (magic, format version, checksum, counts) and the length of each
 // data file against it, and reads nothing else: data checksums and the tree
 // are checked by Verify.
-func Open(dir string) (*Snapshot, error) {
+func Open(dir string) (*Snapshot, error) { return OpenAs(dir, dir) }
+
+// OpenAs opens the snapshot whose files are in dir as Open does, and names
+// it named: Dir returns named, and the errors of reads through the mapping
+// and the checks that reopen the files by path (Verify, NewChecksumCheck)
+// use it. It is for a snapshot written under a temporary name and mapped
+// before it is renamed to named; the mapping outlives the rename.
+func OpenAs(dir, named string) (*Snapshot, error) {
 	m, err := readMeta(filepath.Join(dir, FileMeta))
 	if err != nil {
 		return nil, err
 	}
-	s := newSnapshot(dir, &m)
+	s := newSnapshot(filepath.Clean(named), &m)
 	s.mapped = true
 	for i, name := range dataFileNames[:dataFiles(m.formatVersion)] {
 		b, err := mapFile(filepath.Join(dir, name), m.files[i].length)

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
@@ -116,6 +118,62 @@ func TestRoundTripPrefixTies(t *testing.T) {
 
 // bigKV returns key i of n sorted keys of 32 to 56 bytes, spread over the
 // whole key space, and a value of valueLen bytes. Both are derived from seed
+
+// TestOpenAs maps a snapshot under the name it gets once renamed: reads work
+// across the rename, and the checks that reopen the files by path find them
+// under the new name, which a damaged file's error names.
+func TestOpenAs(t *testing.T) {
+	keys, values := sortedKVs(rand.New(rand.NewSource(11)), 2000)
+	parent := t.TempDir()
+	tmp, final := filepath.Join(parent, "snap.tmp"), filepath.Join(parent, "snap")
+	rootHash := writeTree(t, tmp, 5, 9, true, keys, values)
+	s, err := OpenAs(tmp, final)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Dir() != final {
+		t.Fatalf("Dir %s, want %s", s.Dir(), final)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(s.RootHash(), rootHash) {
+		t.Fatalf("root hash %x, want %x", s.RootHash(), rootHash)
+	}
+	checkSearch(t, s, rand.New(rand.NewSource(12)))
+	if err := s.Verify(); err != nil {
+		t.Fatalf("Verify after the rename: %v", err)
+	}
+	c, err := s.NewChecksumCheck()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatalf("checksum check after the rename: %v", err)
+	}
+	_ = c.Close()
+
+	// a flipped byte is reported under the name the snapshot has
+	path := filepath.Join(final, FileKVs)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Verify of a damaged kvs file: %v, want ErrCorrupt naming %s", err, path)
+	}
+
+	// the files must be where OpenAs looks
+	if _, err := OpenAs(tmp, final); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("OpenAs of a missing directory: %v", err)
+	}
+}
+
 // and i alone.
 func bigKV(seed uint64, i, n int, valueLen int, key, value []byte) ([]byte, []byte) {
 	h := splitmix(seed ^ uint64(i))
