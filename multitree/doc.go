@@ -14,11 +14,13 @@
 // same contents.
 //
 // Every SnapshotInterval versions a background goroutine writes a snapshot of
-// the just committed, immutable version (trees in parallel), makes it durable,
-// points "current" at it and maps it. It then catches up with the versions
-// committed meanwhile by rebasing the latest committed trees onto the new
-// snapshot (memiavl.Rebaser): nodes up to the snapshot's version become
-// references into it, and only the nodes created since are copied, once. A
+// the just committed, immutable version (trees in parallel) and maps it.
+// While a goroutine of its own makes the snapshot durable, renames it into
+// place and points "current" at it (the fsyncs wait on the disk), the
+// rewrite catches up with the versions committed meanwhile by rebasing the
+// latest committed trees onto the new snapshot (memiavl.Rebaser): nodes up
+// to the snapshot's version become references into it, and only the nodes
+// created since are copied, once. A
 // later Commit switches to the new trees after rebasing the few versions
 // committed since the last catch-up round, a pause that depends on the
 // changes of those versions, not on the state's size. Across store upgrades

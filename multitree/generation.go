@@ -78,7 +78,17 @@ func (g *generation) release() {
 // caller. It checks that every tree's snapshot has the version and root hash
 // the metadata records.
 func openGeneration(dir string, version int64) (*generation, map[string]*memiavl.Tree, error) {
-	sdir := filepath.Join(dir, snapshotDirName(version))
+	return openGenerationAs(filepath.Join(dir, snapshotDirName(version)), "", version)
+}
+
+// openGenerationAs is openGeneration of the snapshot directory sdir, whose
+// snapshots are named as if sdir were named (snapshot.OpenAs) unless named
+// is empty: a rewrite's snapshot directory, mapped under its temporary name
+// before it is renamed to named.
+func openGenerationAs(sdir, named string, version int64) (*generation, map[string]*memiavl.Tree, error) {
+	if named == "" {
+		named = sdir
+	}
 	mpath := filepath.Join(sdir, metadataFileName)
 	b, err := os.ReadFile(mpath)
 	if err != nil {
@@ -100,7 +110,7 @@ func openGeneration(dir string, version int64) (*generation, map[string]*memiavl
 	}
 	for _, si := range meta.Stores {
 		tdir := filepath.Join(sdir, treeDirName(si.Name))
-		s, err := snapshot.Open(tdir)
+		s, err := snapshot.OpenAs(tdir, filepath.Join(named, treeDirName(si.Name)))
 		if err != nil {
 			return fail(fmt.Errorf("%w: store %q: %w", ErrCorrupt, si.Name, err))
 		}

@@ -97,36 +97,61 @@ func (db *DB) maybeStartRewriteLocked() {
 		res := &rewriteResult{caughtUp: v}
 		job.res = res
 		maps := map[string]*memiavl.NodeMap{}
-		res.err = writeSnapshotDir(ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency, maps, db.rewriteLimiter())
+		st, err := stageSnapshotDir(ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency, maps, db.rewriteLimiter())
 		// the written trees hold every node the live trees have replaced
 		// since; they must not stay reachable through the catch-up
 		copies = nil
 		gen.release()
-		if res.err == nil {
-			// the log must be durable up to the snapshot before current
-			// points at it, so that the log continues where it ends
-			res.err = db.log.Flush()
+		if err != nil {
+			res.err = err
+			return
 		}
-		if res.err == nil {
-			res.err = writeFileAtomic(db.dir, currentFileName, encodeCurrent(v))
-		}
-		if res.err == nil {
+		// The new snapshot is mapped where it was written, then made
+		// durable and current while the catch-up runs: the fsyncs wait
+		// on the disk, the catch-up on the processor.
+		sdir := filepath.Join(db.dir, snapshotDirName(v))
+		if st != nil {
+			res.gen, res.trees, res.err = openGenerationAs(st.tmp, sdir, v)
+		} else {
 			res.gen, res.trees, res.err = openGeneration(db.dir, v)
-			if res.err == nil {
-				db.adopt(res.gen)
-			}
 		}
-		if res.err == nil {
-			if h := db.afterWrite; h != nil {
-				h(ctx, v)
+		if res.err != nil {
+			if st != nil {
+				st.abandon()
 			}
-			res.err = db.catchUp(ctx, res, maps)
+			return
+		}
+		db.adopt(res.gen)
+		installed := make(chan error, 1)
+		go func() { installed <- db.installRewrite(st, v) }()
+		if h := db.afterWrite; h != nil {
+			h(ctx, v)
+		}
+		res.err = db.catchUp(ctx, res, maps)
+		if err := <-installed; err != nil {
+			res.err = errors.Join(err, res.err)
 		}
 		if res.err != nil && res.gen != nil {
 			res.gen.release()
 			res.gen = nil
 		}
 	}()
+}
+
+// installRewrite makes a background rewrite's snapshot of version v, staged
+// as st (nil if its directory was already in place), durable and current.
+func (db *DB) installRewrite(st *stagedSnapshot, v int64) error {
+	if st != nil {
+		if err := st.install(); err != nil {
+			return err
+		}
+	}
+	// the log must be durable up to the snapshot before current points
+	// at it, so that the log continues where it ends
+	if err := db.log.Flush(); err != nil {
+		return err
+	}
+	return writeFileAtomic(db.dir, currentFileName, encodeCurrent(v))
 }
 
 // catchUp brings a rewrite's new trees up to the versions committed while
@@ -376,41 +401,61 @@ func (db *DB) prune(cur int64) error {
 //
 // A non-nil limiter paces the writes of all the trees together.
 func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, trees map[string]*memiavl.Tree, concurrency int, maps map[string]*memiavl.NodeMap, limiter snapshot.Limiter) error {
+	st, err := stageSnapshotDir(ctx, dir, version, initial, trees, concurrency, maps, limiter)
+	if err != nil || st == nil {
+		return err
+	}
+	return st.install()
+}
+
+// stagedSnapshot is a snapshot directory written under its temporary name
+// and not yet durable: install makes it durable and renames it into place,
+// abandon removes it.
+type stagedSnapshot struct {
+	dir, tmp, final string
+	syncs           *snapshot.SyncGroup
+}
+
+// stageSnapshotDir writes the snapshot directory as writeSnapshotDir does,
+// up to its fsyncs and its rename: the files are complete in the page cache
+// under st.tmp, and the caller must install or abandon st. It returns a nil
+// st if the snapshot directory already exists.
+func stageSnapshotDir(ctx context.Context, dir string, version, initial int64, trees map[string]*memiavl.Tree, concurrency int, maps map[string]*memiavl.NodeMap, limiter snapshot.Limiter) (_ *stagedSnapshot, err error) {
 	final := filepath.Join(dir, snapshotDirName(version))
 	if _, err := os.Stat(final); err == nil {
-		return nil // already written
+		return nil, nil // already written
 	}
 	tmp := final + tmpSuffix
 	if err := os.RemoveAll(tmp); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	meta := metadata{Version: version, InitialVersion: initial}
 	names := make([]string, 0, len(trees))
 	for name, t := range trees {
 		if t.Version() != version {
-			return fmt.Errorf("%w: store %q is at version %d, snapshot %d", ErrCorrupt, name, t.Version(), version)
+			return nil, fmt.Errorf("%w: store %q is at version %d, snapshot %d", ErrCorrupt, name, t.Version(), version)
 		}
 		meta.Stores = append(meta.Stores, storeInfo{Name: name, Hash: t.RootHash()})
 		names = append(names, name)
 	}
 	largestFirst(names, trees)
 	split := splitStore(names, trees, concurrency)
-	// Nothing under tmp is in reach until the rename below, so the stores'
-	// fsyncs wait and then run together (see snapshot.SyncGroup).
-	syncs := &snapshot.SyncGroup{}
-	defer syncs.Close() // after a failure: Sync has closed the files
-	fail := func(err error) error {
-		_ = os.RemoveAll(tmp)
-		return err
-	}
+	// Nothing under tmp is in reach until the rename of install, so the
+	// stores' fsyncs wait and then run together (see snapshot.SyncGroup).
+	st := &stagedSnapshot{dir: dir, tmp: tmp, final: final, syncs: &snapshot.SyncGroup{}}
+	defer func() {
+		if err != nil {
+			st.abandon()
+		}
+	}()
 	nodeMaps := make([]*memiavl.NodeMap, len(names))
 	errs := make([]error, len(names))
 	parallelTasks(len(names), concurrency, func(i int, spawn func(func())) {
 		t, tdir := trees[names[i]], filepath.Join(tmp, treeDirName(names[i]))
-		opts := []memiavl.WriteOption{memiavl.WithLimiter(limiter), memiavl.WithSyncGroup(syncs)}
+		opts := []memiavl.WriteOption{memiavl.WithLimiter(limiter), memiavl.WithSyncGroup(st.syncs)}
 		if names[i] == split {
 			opts = append(opts, memiavl.WithSplitRunner(spawn))
 		}
@@ -435,21 +480,35 @@ func writeSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fail(err)
+		return nil, err
 	}
-	if err := writeSyncedLater(syncs, filepath.Join(tmp, metadataFileName), meta.encode()); err != nil {
-		return fail(err)
+	if err := writeSyncedLater(st.syncs, filepath.Join(tmp, metadataFileName), meta.encode()); err != nil {
+		return nil, err
 	}
-	if err := syncs.AddDir(tmp); err != nil {
-		return fail(err)
+	if err := st.syncs.AddDir(tmp); err != nil {
+		return nil, err
 	}
-	if err := syncs.Sync(); err != nil {
-		return fail(err)
+	return st, nil
+}
+
+// install makes the staged snapshot durable, renames it into place and
+// makes the rename durable. After a failure it removes the staged files.
+func (st *stagedSnapshot) install() error {
+	if err := st.syncs.Sync(); err != nil {
+		st.abandon()
+		return err
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fail(err)
+	if err := os.Rename(st.tmp, st.final); err != nil {
+		st.abandon()
+		return err
 	}
-	return syncDir(dir)
+	return syncDir(st.dir)
+}
+
+// abandon closes the staged snapshot's files and removes them.
+func (st *stagedSnapshot) abandon() {
+	_ = st.syncs.Close() // after Sync: nothing to close
+	_ = os.RemoveAll(st.tmp)
 }
 
 // RewriteSnapshot synchronously writes a snapshot of the last committed

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,6 +117,45 @@ func TestVerifySnapshot(t *testing.T) {
 	}
 	if err := db.VerifySnapshot(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("closed: %v", err)
+	}
+}
+
+// TestVerifySnapshotAfterBackgroundRewrite: a background rewrite maps its
+// snapshot before renaming it into place, and catches up meanwhile; once
+// switched to, the snapshot's checks find its files under their final
+// names, and a damaged one is named by them.
+func TestVerifySnapshotAfterBackgroundRewrite(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	DelayRewrites(db, 3) // the catch-up has versions to rebase
+	for i := 0; db.SnapshotVersion() != 5; i++ {
+		if i == 200 {
+			t.Fatalf("no switch to the rewrite of version 5 by version %d", db.Version())
+		}
+		commitN(t, db, 1, 1)
+	}
+	if err := db.VerifySnapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, snapshotDirName(5)+tmpSuffix)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the rewrite's temporary directory after the switch: %v", err)
+	}
+	kvs := filepath.Join(dir, snapshotDirName(5), treeDirName("bank"), "kvs")
+	fi, err := os.Stat(kvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := testutil.DamageByte(t, kvs, fi.Size()/2)
+	if err := db.VerifySnapshot(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), kvs) {
+		t.Fatalf("corrupt snapshot: %v, want ErrCorrupt naming %s", err, kvs)
+	}
+	restore()
+	if err := db.VerifySnapshot(); err != nil {
+		t.Fatalf("after repair: %v", err)
 	}
 }
 
