@@ -1068,3 +1068,45 @@ func TestImportLeavesStagingInUse(t *testing.T) {
 		t.Fatalf("the staging directory left by a failed import stays: %v", err)
 	}
 }
+
+// TestReleasedViewReads: Get and Tree through a released View give
+// ErrReleased and nil, although the database's working state still holds
+// the same snapshots (a tree handed out then would read them after they are
+// unmapped); a Pin of the view makes them readable again until its Unpin.
+func TestReleasedViewReads(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Set("a", []byte("k"), []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	view, err := db.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	view.Release()
+	if got, err := view.Get("a", []byte("k")); !errors.Is(err, ErrReleased) {
+		t.Errorf("Get after Release = %q, %v; want ErrReleased", got, err)
+	}
+	if tr := view.Tree("a"); tr != nil {
+		t.Errorf("Tree after Release is not nil")
+	}
+	if !view.Pin() {
+		t.Fatal("Pin after Release failed while the database holds the snapshots")
+	}
+	if got, err := view.Get("a", []byte("k")); err != nil || string(got) != "v1" {
+		t.Errorf("Get while pinned = %q, %v; want v1", got, err)
+	}
+	if view.Tree("a") == nil {
+		t.Errorf("Tree while pinned is nil")
+	}
+	view.Unpin()
+	if _, err := view.Get("a", []byte("k")); !errors.Is(err, ErrReleased) {
+		t.Errorf("Get after Unpin: %v; want ErrReleased", err)
+	}
+}

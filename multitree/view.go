@@ -178,10 +178,12 @@ func (v *View) Release() {
 	}
 }
 
-// readable reports whether the view's snapshots are still pinned: by the
-// view itself before Release, or by a Pin.
+// readable reports whether the view's snapshots are still pinned by the
+// view: by itself before Release, or by a Pin of it. Another holder of the
+// same snapshots (another view, the database's working state) does not
+// count: it may release them at any moment.
 func (v *View) readable() bool {
-	return !v.released.Load() || v.st.gen.refs.Load() > 0
+	return !v.released.Load() || v.pins.Load() > 0
 }
 
 // Version returns the view's version.
@@ -214,7 +216,7 @@ func (v *View) Tree(store string) *memiavl.Tree {
 }
 
 // Get returns a copy of key's value in store, nil if absent. After Release,
-// unless a Pin still holds the view's snapshots, it returns ErrReleased.
+// unless a Pin of the view is still held, it returns ErrReleased.
 func (v *View) Get(store string, key []byte) ([]byte, error) {
 	if !v.readable() {
 		return nil, fmt.Errorf("%w: get from store %q at version %d", ErrReleased, store, v.st.version)
