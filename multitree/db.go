@@ -114,6 +114,9 @@ type DB struct {
 	// rollbackTo is the target of an unfinished rollback that a read-only
 	// Open stopped at (Options.Rollback), 0 if none
 	rollbackTo int64
+	// rollbacks is the count of rollbacks begun in the database when a
+	// read-only Open started (see the "rollbacks" file in format.go)
+	rollbacks uint64
 
 	views struct {
 		sync.Mutex
@@ -216,6 +219,14 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		}
 	}
 
+	if opts.ReadOnly {
+		// read first: a rollback counts itself before it changes
+		// anything, so an unchanged count at the end means that what
+		// was read is the database's history
+		if db.rollbacks, err = readRollbacks(dir); err != nil {
+			return nil, err
+		}
+	}
 	current, err := readCurrent(dir)
 	if err != nil {
 		return nil, err
@@ -226,6 +237,12 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	if !opts.ReadOnly {
 		if err := removeLeftovers(dir, current); err != nil {
 			return nil, err
+		}
+		if _, err := readRollbacks(dir); errors.Is(err, ErrCorrupt) {
+			// the readers beside fail on it until it is replaced
+			if err := repairRollbacks(dir); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// an unfinished rollback: its target is the latest version
@@ -367,6 +384,12 @@ func open(dir string, opts Options) (_ *DB, err error) {
 				return nil, err
 			}
 		}
+		// After the rollback file, before anything is discarded: a
+		// reader beside that saw neither (retryBesideWriter, the end of
+		// a read-only open, loadFrom) sees the count change.
+		if err := countRollback(dir); err != nil {
+			return nil, err
+		}
 		if h := duringRollback; h != nil {
 			if err := h(db, cut); err != nil {
 				return nil, err
@@ -392,6 +415,11 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		} else if p > 0 && p < db.mu.version {
 			return nil, fmt.Errorf("%w: %s: a rollback to %d began while version %d was read", ErrBusy, dir, p, db.mu.version)
 		}
+		if rb, err := db.rolledBack(); err != nil {
+			return nil, err
+		} else if rb {
+			return nil, fmt.Errorf("%w: %s: a rollback began while version %d was read", ErrBusy, dir, db.mu.version)
+		}
 	}
 	db.mu.info = commitInfo(db.mu.trees, db.mu.version)
 	db.mu.touched = map[string]bool{}
@@ -410,6 +438,18 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		checks = nil
 	}
 	return db, nil
+}
+
+// rolledBack reports, for a read-only database, whether a writer has begun
+// a rollback since Open started: it cuts the log back in place, and its
+// next commits write other versions where the discarded ones were, so the
+// log read since may hold them.
+func (db *DB) rolledBack() (bool, error) {
+	if !db.opts.ReadOnly {
+		return false, nil
+	}
+	n, err := readRollbacks(db.dir)
+	return err == nil && n != db.rollbacks, err
 }
 
 // checkBaseKept fails, wrapping fs.ErrNotExist, when the snapshot of

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // syncDir fsyncs a directory so that renames and removals in it are durable.
@@ -56,6 +57,16 @@ func mkdirDurable(dir string) error {
 // writeFileAtomic replaces dir/name with data: it writes a temporary file,
 // fsyncs it, renames it into place and fsyncs dir.
 func writeFileAtomic(dir, name string, data []byte) error {
+	if err := writeFileReplace(dir, name, data); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// writeFileReplace is writeFileAtomic without the fsync of dir: the new
+// file is whole when it appears, but a power loss may bring the old one
+// back.
+func writeFileReplace(dir, name string, data []byte) error {
 	tmp := filepath.Join(dir, name+tmpSuffix)
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -72,10 +83,7 @@ func writeFileAtomic(dir, name string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
+	return os.Rename(tmp, filepath.Join(dir, name))
 }
 
 // lockDir takes the writer's lock on dir/LOCK.
@@ -140,6 +148,43 @@ func readRollback(dir string) (int64, error) {
 		return 0, err
 	}
 	return decodeRollback(path, b)
+}
+
+// readRollbacks returns the count of rollbacks begun in dir that its
+// "rollbacks" file records, 0 when there is none.
+func readRollbacks(dir string) (uint64, error) {
+	path := filepath.Join(dir, rollbacksName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return decodeRollbacks(path, b)
+}
+
+// countRollback adds one to the count of rollbacks begun in dir. A damaged
+// count is replaced (repairRollbacks).
+func countRollback(dir string) error {
+	n, err := readRollbacks(dir)
+	if errors.Is(err, ErrCorrupt) {
+		return repairRollbacks(dir)
+	}
+	if err != nil {
+		return err
+	}
+	// only readers running beside compare the count, and none survives
+	// a power loss: its rename need not be durable
+	return writeFileReplace(dir, rollbacksName, encodeRollbacks(n+1))
+}
+
+// repairRollbacks replaces a damaged "rollbacks" file with a count no
+// reader can hold: readers only compare the count for a change, and those
+// that read the damaged file failed. The count is taken from the clock, so
+// that it differs from whatever a reader read before the damage.
+func repairRollbacks(dir string) error {
+	return writeFileReplace(dir, rollbacksName, encodeRollbacks(uint64(time.Now().UnixNano())|1<<63))
 }
 
 // removeRollback removes dir's "rollback" file, durably.

@@ -17,6 +17,7 @@ import (
 //	<dir>/LOCK                      held (flock) by the writer
 //	<dir>/current                   name of the current snapshot directory (see below)
 //	<dir>/rollback                  present while a rollback runs: its target (see below)
+//	<dir>/rollbacks                 how many rollbacks were begun, once there was one (see below)
 //	<dir>/snapshot-<version>/       one per kept snapshot; <version> is 20 zero-padded digits
 //	    metadata                    the version, initial version and the stores' root hashes
 //	    <tree dir>/                 one snapshot (package snapshot) per store
@@ -64,6 +65,25 @@ import (
 // log is cut back; while it exists, every Open treats the target as the
 // latest version and a writer Open finishes the rollback first, so that an
 // interrupted rollback is seen whole or not at all.
+//
+// The "rollbacks" file (little-endian):
+//
+//	0       4     magic 0x4D434252 ("RBCM" on disk)
+//	4       4     format version (1)
+//	8       8     count of the rollbacks begun in the database (uint64)
+//	16      4     CRC32C of the preceding 16 bytes
+//
+// A writer Open that rolls back writes the count plus one (atomically, as
+// "current") before the "rollback" file; a missing file counts 0. A
+// rollback cuts the log back in place and the next commits write other
+// versions where the discarded ones were, changing neither "current" nor
+// the kept snapshots when the cut is at or after the current snapshot; the
+// count is what readers beside the writer (read-only opens, their
+// historical views, Verify, LatestVersion) compare before and after they
+// read, to know that what they read is still the database's history. They
+// fail with ErrCorrupt on a damaged file, which the next writer Open
+// replaces with a count taken from the clock (any count a reader does not
+// hold will do).
 const (
 	metadataMagic    uint32 = 0x4D544D44
 	metadataFormat   uint32 = 1
@@ -72,6 +92,9 @@ const (
 	rollbackMagic    uint32 = 0x4D544252
 	rollbackFormat   uint32 = 1
 	rollbackFileSize        = 20
+	rollbacksMagic   uint32 = 0x4D434252
+	rollbacksFormat  uint32 = 1
+	rollbacksSize           = 20
 	hashSize                = 32
 	// maxStoreName bounds a store name: its tree directory's name
 	// ("x-" and the name in hex, see treeDirName), with the suffix of the
@@ -82,6 +105,7 @@ const (
 	lockFileName     = "LOCK"
 	currentFileName  = "current"
 	rollbackFileName = "rollback"
+	rollbacksName    = "rollbacks"
 	walDirName       = "wal"
 	metadataFileName = "metadata"
 	snapshotPrefix   = "snapshot-"
@@ -216,6 +240,37 @@ func decodeRollback(path string, b []byte) (int64, error) {
 		return 0, bad(8, "rollback target %d is not a version", v)
 	}
 	return v, nil
+}
+
+func encodeRollbacks(count uint64) []byte {
+	b := make([]byte, 16, rollbacksSize)
+	binary.LittleEndian.PutUint32(b, rollbacksMagic)
+	binary.LittleEndian.PutUint32(b[4:], rollbacksFormat)
+	binary.LittleEndian.PutUint64(b[8:], count)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func decodeRollbacks(path string, b []byte) (uint64, error) {
+	bad := func(off int, format string, args ...any) error {
+		return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, path, off, fmt.Sprintf(format, args...))
+	}
+	if len(b) != rollbacksSize {
+		return 0, bad(0, "file is %d bytes, want %d", len(b), rollbacksSize)
+	}
+	if got, want := crc32.Checksum(b[:16], castagnoli), binary.LittleEndian.Uint32(b[16:]); got != want {
+		return 0, bad(16, "checksum %08x, computed %08x", want, got)
+	}
+	if m := binary.LittleEndian.Uint32(b); m != rollbacksMagic {
+		return 0, bad(0, "magic %08x, want %08x", m, rollbacksMagic)
+	}
+	if f := binary.LittleEndian.Uint32(b[4:]); f != rollbacksFormat {
+		return 0, bad(4, "format version %d, this build reads %d", f, rollbacksFormat)
+	}
+	n := binary.LittleEndian.Uint64(b[8:])
+	if n == 0 {
+		return 0, bad(8, "count 0: the file is written by a rollback")
+	}
+	return n, nil
 }
 
 func snapshotDirName(version int64) string {

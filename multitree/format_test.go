@@ -12,8 +12,9 @@ import (
 // The bytes of the small files of format.go, pinned: a change to any of
 // them is a new format version.
 const (
-	goldenCurrent  = "5043544d0a0000000000000019d7ea99"         // current, version 10
-	goldenRollback = "5242544d010000001900000000000000cb9dfd3d" // rollback, target 25
+	goldenCurrent   = "5043544d0a0000000000000019d7ea99"         // current, version 10
+	goldenRollback  = "5242544d010000001900000000000000cb9dfd3d" // rollback, target 25
+	goldenRollbacks = "5242434d0100000003000000000000009d4f1892" // rollbacks, count 3
 	// metadata of version 10, initial version 1, stores b and a (sorted)
 	goldenMetadata = "444d544d010000000a000000000000000100000000000000020000000100610101" +
 		"010101010101010101010101010101010101010101010101010101010101010062" +
@@ -47,6 +48,13 @@ func TestFormatGolden(t *testing.T) {
 			v, err := decodeRollback("rollback", b)
 			if err == nil && v != 25 {
 				t.Fatalf("rollback decodes to %d", v)
+			}
+			return err
+		}},
+		{"rollbacks", encodeRollbacks(3), goldenRollbacks, func(b []byte) error {
+			n, err := decodeRollbacks("rollbacks", b)
+			if err == nil && n != 3 {
+				t.Fatalf("rollbacks decodes to %d", n)
 			}
 			return err
 		}},
@@ -88,7 +96,7 @@ func TestFormatGolden(t *testing.T) {
 // it): they must not panic, must refuse with ErrCorrupt, and what they
 // accept must encode back to the same bytes.
 func FuzzDecode(f *testing.F) {
-	for _, g := range []string{goldenCurrent, goldenRollback, goldenMetadata} {
+	for _, g := range []string{goldenCurrent, goldenRollback, goldenRollbacks, goldenMetadata} {
 		b, _ := hex.DecodeString(g)
 		f.Add(b)
 		f.Add(b[:len(b)-4])
@@ -109,6 +117,13 @@ func FuzzDecode(f *testing.F) {
 				}
 			} else if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("current %x: %v", in, err)
+			}
+			if n, err := decodeRollbacks("rollbacks", in); err == nil {
+				if !bytes.Equal(encodeRollbacks(n), in) {
+					t.Fatalf("rollbacks %x decodes to %d", in, n)
+				}
+			} else if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("rollbacks %x: %v", in, err)
 			}
 			if v, err := decodeRollback("rollback", in); err == nil {
 				if !bytes.Equal(encodeRollback(v), in) {

@@ -377,15 +377,15 @@ func checkImportTarget(dir string) error {
 // importLeftover reports whether name, an entry of dir, is one an import
 // or a database creates there: a snapshot directory (whole, temporary or
 // being removed), the lock file, the temporary file of the current pointer,
-// the rollback file (or its temporary file) of a database that was there,
-// or a log directory holding only log segments.
+// the rollback and rollbacks files (or their temporary files) of a database
+// that was there, or a log directory holding only log segments.
 func importLeftover(dir, name string) bool {
 	base := strings.TrimSuffix(strings.TrimSuffix(name, tmpSuffix), prunedSuffix)
 	if _, ok := parseSnapshotDirName(base); ok {
 		return true
 	}
 	switch name {
-	case lockFileName, currentFileName + tmpSuffix, rollbackFileName, rollbackFileName + tmpSuffix:
+	case lockFileName, currentFileName + tmpSuffix, rollbackFileName, rollbackFileName + tmpSuffix, rollbacksName, rollbacksName + tmpSuffix:
 		return true
 	case walDirName:
 		// a directory (not a link) of segment files

@@ -118,6 +118,12 @@ type Options struct {
 	OpenCheck OpenCheck
 
 	// ReadOnly opens without the writer's lock; nothing on disk is changed.
+	// The database opened is the one on disk at the open: a writer beside
+	// it may go on committing, and its later versions are not seen. Once
+	// a writer has rolled the database back (Rollback), a ViewAt of the
+	// read-only database that rebuilds a version from the log fails with
+	// ErrVersion: the log it read at the open was cut back and may hold
+	// other versions by now; reopen to read them.
 	ReadOnly bool
 	// TargetVersion opens the database at this version instead of the
 	// latest. 0 means the latest.

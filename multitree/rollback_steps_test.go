@@ -2,9 +2,12 @@ package multitree
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -298,6 +301,11 @@ func TestImportRemovesRollbackFile(t *testing.T) {
 	if _, err := Import(dir, 100, nil, ImportOptions{Stores: []string{"a"}}); err != nil {
 		t.Fatal(err)
 	}
+	for _, name := range []string{rollbackFileName, rollbacksName} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s of the former database after the import: %v", name, err)
+		}
+	}
 	if v, err := LatestVersion(dir); err != nil || v != 100 {
 		t.Errorf("LatestVersion of the imported database: %d (%v), want 100", v, err)
 	}
@@ -311,5 +319,94 @@ func TestImportRemovesRollbackFile(t *testing.T) {
 			t.Errorf("open (read-only %v) at %d, want 100", o.ReadOnly, db.Version())
 		}
 		db.Close()
+	}
+}
+
+// TestRollbackCount: every writer Open that discards versions (a rollback,
+// or the finish of an interrupted one) adds one to the "rollbacks" file
+// before it discards anything; opens that discard nothing leave it alone.
+func TestRollbackCount(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 10, SnapshotKeepRecent: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 8, 30)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	count := func(want uint64) {
+		t.Helper()
+		if n, err := readRollbacks(dir); err != nil || n != want {
+			t.Fatalf("rollbacks %d (%v), want %d", n, err, want)
+		}
+	}
+	reopen := func(o Options) {
+		t.Helper()
+		db, err := Open(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count(0)
+	reopen(Options{TargetVersion: 30, Rollback: true}) // nothing to discard
+	reopen(Options{})
+	count(0)
+	reopen(Options{TargetVersion: 25, Rollback: true})
+	count(1)
+	// stopped after the count, before anything is discarded
+	var seen uint64
+	duringRollback = func(db *DB, _ int64) error {
+		seen, _ = readRollbacks(db.dir)
+		return errStop
+	}
+	_, err = Open(dir, Options{TargetVersion: 15, Rollback: true})
+	duringRollback = nil
+	if err != errStop || seen != 2 {
+		t.Fatalf("interrupted rollback: %v, count %d during it, want 2", err, seen)
+	}
+	reopen(Options{}) // finishes it
+	count(3)
+	if v, err := LatestVersion(dir); err != nil || v != 15 {
+		t.Fatalf("LatestVersion %d (%v), want 15", v, err)
+	}
+	reopen(Options{})
+	count(3)
+	// a damaged count fails the opens with ErrCorrupt, naming the file
+	path := filepath.Join(dir, rollbacksName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[9] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Options{ReadOnly: true}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Errorf("read-only open with a damaged %s: %v, want ErrCorrupt naming it", rollbacksName, err)
+	}
+	// a writer replaces it with a count no reader holds
+	reopen(Options{})
+	if n, err := readRollbacks(dir); err != nil || n == 3 || n == 0 {
+		t.Fatalf("rollbacks after a writer open: %d (%v)", n, err)
+	}
+	ro, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.Close()
+	// and a rollback over a damaged count replaces it as well
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reopen(Options{TargetVersion: 10, Rollback: true})
+	if n, err := readRollbacks(dir); err != nil || n == 3 || n == 0 {
+		t.Fatalf("rollbacks after a rollback over a damaged count: %d (%v)", n, err)
+	}
+	if v, err := LatestVersion(dir); err != nil || v != 10 {
+		t.Fatalf("LatestVersion %d (%v), want 10", v, err)
 	}
 }

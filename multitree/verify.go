@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -56,23 +57,36 @@ func pruned(dir string, v int64) bool {
 	return err == nil && !slices.Contains(versions, v)
 }
 
-// snapshotState returns the current snapshot's version, the kept ones and
-// the target of a rollback under way as a string, "" if they cannot be
-// read.
-func snapshotState(dir string) string {
+// dirState is what a reader beside the writer compares before and after it
+// reads (snapshotState): the current snapshot's version, the kept ones,
+// the target of a rollback under way and the count of rollbacks begun.
+type dirState struct {
+	ok        bool // false if the state could not be read
+	current   int64
+	versions  string
+	rollback  int64
+	rollbacks uint64
+}
+
+// snapshotState returns dir's dirState.
+func snapshotState(dir string) dirState {
 	cur, err := readCurrent(dir)
 	if err != nil {
-		return ""
+		return dirState{}
 	}
 	versions, err := listSnapshots(dir)
 	if err != nil {
-		return ""
+		return dirState{}
 	}
 	rollback, err := readRollback(dir)
 	if err != nil {
-		return ""
+		return dirState{}
 	}
-	return fmt.Sprint(cur, versions, rollback)
+	rollbacks, err := readRollbacks(dir)
+	if err != nil {
+		return dirState{}
+	}
+	return dirState{ok: true, current: cur, versions: fmt.Sprint(versions), rollback: rollback, rollbacks: rollbacks}
 }
 
 // besideWriterAttempts bounds the attempts of a reader that a writer
@@ -80,36 +94,61 @@ func snapshotState(dir string) string {
 const besideWriterAttempts = 8
 
 // retryBesideWriter calls try, a reader of dir, and calls it again when it
-// fails and a writer has changed dir meanwhile: the current snapshot or
-// the kept ones differ from before the call (snapshotState), or a file
-// the call listed is gone (the prune of log segments the snapshot holds).
-// It returns the results of the call that succeeded or of the first one
-// that failed with nothing changed. When the last of besideWriterAttempts
-// calls failed on a missing file (fs.ErrNotExist) while the writer switched
-// or pruned snapshots, it returns ErrBusy, with that failure as text only:
-// the writer removed the file, nothing is damaged. Any other last failure
-// is returned as it is.
+// fails and a writer has changed dir meanwhile: the current snapshot, the
+// kept ones or the count of rollbacks differ from before the call
+// (snapshotState), a rollback was under way (it cuts the log back under
+// the reader; the next attempt then waits a little, longer each time)
+// unless the call refused what it was asked (ErrVersion, ErrNotFound,
+// ErrInvalidOptions), or a file the call listed is gone (the prune of log
+// segments the snapshot holds). It returns the results of the call that
+// succeeded or of the first one that failed with nothing changed. When the
+// last of besideWriterAttempts calls failed while a rollback was under way
+// or had begun, or on a missing file (fs.ErrNotExist) while the writer
+// switched or pruned snapshots, it returns ErrBusy, with that failure as
+// text only: the writer changed or removed what the call read, nothing is
+// damaged. Any other last failure, and any failure when the directory
+// looks the same as before the first call (a rollback file that an
+// interrupted rollback left, with no writer to finish it), is returned as
+// it is.
 func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
+	var first dirState
 	for attempt := 1; ; attempt++ {
 		before := snapshotState(dir)
+		if attempt == 1 {
+			first = before
+		}
 		v, err := try()
 		if err == nil {
 			return v, nil
 		}
 		after := snapshotState(dir)
 		gone := errors.Is(err, fs.ErrNotExist)
-		if after == "" || after == before && !gone {
+		// The rollback file is written before the count, and removed
+		// once the log is cut back: a call that overlapped the cut saw
+		// the file before or after, or the count change. A refusal of
+		// what was asked is not the cut's doing unless the state moved.
+		underway := before.rollback > 0 || after.rollback > 0
+		refusal := errors.Is(err, ErrVersion) || errors.Is(err, ErrInvalidOptions) || errors.Is(err, ErrNotFound)
+		rolling := after.rollbacks != before.rollbacks || underway && !refusal
+		if !after.ok || after == before && !gone && !rolling {
 			return v, err
 		}
 		if attempt == besideWriterAttempts {
-			if after == before || !gone {
+			if after == first || !rolling && (after == before || !gone) {
+				// nothing moved (a rollback file left by an
+				// interrupted rollback, with no writer to finish it),
 				// a missing file with no switch or prune seen (the
 				// prune of log segments, or damage), or a failure a
 				// writer does not cause (the files it removes are
 				// missing, never changed)
 				return v, err
 			}
-			return v, fmt.Errorf("%w: %s changed under each of %d attempts, the last failed on a file it removed: %v", ErrBusy, dir, attempt, err)
+			return v, fmt.Errorf("%w: %s changed under each of %d attempts, the last failed on what it changed: %v", ErrBusy, dir, attempt, err)
+		}
+		if underway {
+			// give the rollback time to finish: 20 ms, then twice as
+			// long each attempt (2.5 s in all)
+			time.Sleep(20 * time.Millisecond << (attempt - 1))
 		}
 	}
 }

@@ -163,6 +163,12 @@ func (db *DB) loadFrom(base, version int64) (*state, error) {
 	if err == nil {
 		err = checkBaseKept(db.dir, base)
 	}
+	if rb, rerr := db.rolledBack(); rerr != nil {
+		err = rerr
+	} else if rb {
+		// whatever the replay met: the log it read was cut back under it
+		err = fmt.Errorf("%w: %d: %s was rolled back since it was opened read-only; reopen to read its versions", ErrVersion, version, db.dir)
+	}
 	if err != nil {
 		gen.release()
 		return nil, err
