@@ -3,6 +3,7 @@ package memiavl
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"runtime/debug"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
@@ -20,7 +21,13 @@ func (t *Tree) Check() (err error) {
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverCorrupt(&err, t.pers.s)
-	_, err = t.check(t.root, nil, t.WorkingVersion())
+	// nodes changed since the last save carry the working version; at
+	// the last version there is none (and no changed node)
+	bound := t.version
+	if bound != math.MaxInt64 {
+		bound = t.WorkingVersion()
+	}
+	_, err = t.check(t.root, nil, bound)
 	return err
 }
 

@@ -3,6 +3,7 @@ package memiavl
 import (
 	"bytes"
 	"fmt"
+	"math"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
@@ -63,6 +64,9 @@ type importFrame struct {
 func NewImporter(dir string, version int64) (*Importer, error) {
 	if version < 0 {
 		return nil, fmt.Errorf("%w: negative import version %d", ErrVersion, version)
+	}
+	if version == math.MaxInt64 {
+		return nil, fmt.Errorf("%w: import version %d leaves no version to commit after it", ErrVersion, version)
 	}
 	w, err := snapshot.NewWriter(dir, version)
 	if err != nil {

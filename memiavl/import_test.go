@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -252,4 +253,51 @@ func FuzzImport(f *testing.F) {
 			t.Fatal("root hash differs")
 		}
 	})
+}
+
+// TestLastVersion: version math.MaxInt64 is the last a tree can have. A
+// tree saved at it passes Check and refuses the next SaveVersion with
+// ErrVersion, and an import at it is refused, as no version could be
+// committed after it.
+func TestLastVersion(t *testing.T) {
+	tr, err := memiavl.New(memiavl.Options{InitialVersion: math.MaxInt64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Set([]byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if _, v, err := tr.SaveVersion(); err != nil || v != math.MaxInt64 {
+		t.Fatalf("SaveVersion: %d, %v", v, err)
+	}
+	if err := tr.Check(); err != nil {
+		t.Fatalf("Check at the last version: %v", err)
+	}
+	if _, v, err := tr.SaveVersion(); !errors.Is(err, memiavl.ErrVersion) {
+		t.Fatalf("SaveVersion after the last version: %d, %v; want ErrVersion", v, err)
+	}
+	if tr.Version() != math.MaxInt64 {
+		t.Fatalf("version %d after the refused save", tr.Version())
+	}
+	if got, err := tr.Get([]byte("k")); err != nil || string(got) != "v" {
+		t.Fatalf("Get after the refused save: %q, %v", got, err)
+	}
+	dir := filepath.Join(t.TempDir(), "snap")
+	if _, err := memiavl.NewImporter(dir, math.MaxInt64); !errors.Is(err, memiavl.ErrVersion) {
+		t.Fatalf("NewImporter at the last version: %v; want ErrVersion", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused import left %s: %v", dir, err)
+	}
+	im, err := memiavl.NewImporter(dir, math.MaxInt64-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	if err := im.Add(leaf("k", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Commit(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -3,6 +3,7 @@ package memiavl
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sync"
 
@@ -376,6 +377,9 @@ func (t *Tree) hashParallel(r ref, depth int) {
 // hash and version. Saving without changes creates a version with the same
 // root hash.
 func (t *Tree) SaveVersion() ([]byte, int64, error) {
+	if t.version == math.MaxInt64 {
+		return nil, 0, fmt.Errorf("%w: version %d is the last one a tree can have", ErrVersion, t.version)
+	}
 	if t.root.isNil() {
 		t.version = t.WorkingVersion()
 		t.saved = t.root

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -1173,6 +1174,9 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 	defer db.mu.Unlock()
 	if err := db.writable(); err != nil {
 		return nil, err
+	}
+	if db.mu.version == math.MaxInt64 {
+		return nil, fmt.Errorf("%w: version %d is the last one a database can have", ErrVersion, db.mu.version)
 	}
 	v := db.workingVersionLocked()
 	entry := db.mu.pending

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -1108,5 +1109,42 @@ func TestReleasedViewReads(t *testing.T) {
 	view.Unpin()
 	if _, err := view.Get("a", []byte("k")); !errors.Is(err, ErrReleased) {
 		t.Errorf("Get after Unpin: %v; want ErrReleased", err)
+	}
+}
+
+// TestLastVersion: a database at version math.MaxInt64 refuses the next
+// Commit with ErrVersion, before it changes anything, and keeps serving
+// and reopening at that version.
+func TestLastVersion(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, InitialVersion: math.MaxInt64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { db.Close() }()
+	if err := db.Set("a", []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := db.Commit()
+	if err != nil || info.Version != math.MaxInt64 {
+		t.Fatalf("Commit: %v, %v", info, err)
+	}
+	if err := db.Set("a", []byte("k2"), []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); !errors.Is(err, ErrVersion) {
+		t.Fatalf("Commit after the last version: %v; want ErrVersion", err)
+	}
+	if v, err := db.Get("a", []byte("k")); err != nil || string(v) != "v" || db.Version() != math.MaxInt64 {
+		t.Fatalf("after the refused Commit: %q, %v at %d", v, err, db.Version())
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err = Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if db.Version() != math.MaxInt64 || !bytes.Equal(db.LastCommitInfo().Hash(), info.Hash()) {
+		t.Fatalf("reopened at %d", db.Version())
 	}
 }
