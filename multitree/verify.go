@@ -205,6 +205,28 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	if len(versions) > 0 && rep.WALLast > versions[0] && rep.WALFirst > versions[0]+1 && versions[0] != 0 {
 		return rep, fmt.Errorf("%w: log starts at %d, oldest kept snapshot is %d", ErrCorrupt, rep.WALFirst, versions[0])
 	}
+	if len(versions) > 1 && versions[0] == 0 && rep.WALFirst > 1 {
+		// The empty snapshot 0 is followed by the database's first
+		// version, which its initial version (SetInitialVersion, not
+		// recorded with snapshot 0) may put later than 1: the log after
+		// snapshot 0 may start later. A newer snapshot records the
+		// initial version the database had when it was written.
+		path := filepath.Join(dir, snapshotDirName(versions[1]), metadataFileName)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			if pruned(dir, versions[1]) {
+				return rep, fmt.Errorf("snapshot %d was removed while it was verified: %w", versions[1], err)
+			}
+			return rep, err
+		}
+		m, err := decodeMetadata(path, b)
+		if err != nil {
+			return rep, err
+		}
+		if first := max(m.InitialVersion, 1); rep.WALFirst > first && rep.WALLast >= first {
+			return rep, fmt.Errorf("%w: log starts at %d, but snapshot 0 is kept and the first version is %d (%s)", ErrCorrupt, rep.WALFirst, first, path)
+		}
+	}
 	view, err := db.View()
 	if err != nil {
 		return rep, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -227,5 +228,52 @@ func TestRewriteOverDamagedSnapshot(t *testing.T) {
 	}
 	if _, err := Verify(dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVerifyLogAfterSnapshotZero: with the empty snapshot 0 kept beside a
+// newer one, the log must start at the database's first version, which a
+// newer snapshot records (an initial version set by SetInitialVersion is
+// not recorded with snapshot 0): a log that lost its first segment fails
+// Verify, one that starts at the initial version passes.
+func TestVerifyLogAfterSnapshotZero(t *testing.T) {
+	for _, initial := range []int64{0, 100} {
+		t.Run(fmt.Sprint("initial=", initial), func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 10, SnapshotKeepRecent: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if initial > 0 {
+				if err := db.SetInitialVersion(initial); err != nil {
+					t.Fatal(err)
+				}
+			}
+			commitN(t, db, 4, 25)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			versions, err := listSnapshots(dir)
+			if err != nil || len(versions) < 2 || versions[0] != 0 {
+				t.Fatalf("snapshots %v (%v), want 0 and newer ones", versions, err)
+			}
+			rep, err := Verify(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := max(initial, 1); rep.WALFirst != want {
+				t.Fatalf("log starts at %d, want %d", rep.WALFirst, want)
+			}
+			segs, err := filepath.Glob(filepath.Join(dir, walDirName, "*.wal"))
+			if err != nil || len(segs) < 2 {
+				t.Fatalf("log segments %v (%v)", segs, err)
+			}
+			if err := os.Remove(segs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Verify(dir); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "snapshot 0 is kept") {
+				t.Fatalf("Verify after the first log segment was removed: %v, want ErrCorrupt", err)
+			}
+		})
 	}
 }
