@@ -35,9 +35,9 @@ application database (<home>/data/application.db, the rootmulti layout) at
 into the new snapshot; every root hash must equal the one the application
 recorded, and, when every store is imported, the app hash too, otherwise
 nothing is left in <dir>. The application database is a directory named
-<name>.db; it is only read (a goleveldb one is opened read-only, which a
-running node's lock refuses: stop the node first). <dir> must not hold a
-database.`,
+<name>.db; it is only read (goleveldb and pebbledb ones are opened
+read-only, which a running node's lock refuses: stop the node first). <dir>
+must not hold a database.`,
 		Example: `  memiavl import-iavl ~/.gaia/data/application.db ~/.gaia/data/memiavl.db`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -80,12 +80,20 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 		return fmt.Errorf("%s: an SDK application database is a directory named <name>.db (such as data/application.db)", src)
 	}
 	name = strings.TrimSuffix(name, ".db")
+	// read-only, and an error rather than a new database if src is not
+	// one
 	var db dbm.DB
-	if backend == dbm.GoLevelDBBackend {
-		// read-only, and an error rather than a new database if src is
-		// not one
+	switch backend {
+	case dbm.GoLevelDBBackend:
 		db, err = dbm.NewGoLevelDBWithOpts(name, parent, &opt.Options{ReadOnly: true, ErrorIfMissing: true})
-	} else {
+	case dbm.PebbleDBBackend:
+		db, err = openReadOnlyPebble(src)
+	default:
+		// built with the rocksdb tag only; its open creates a
+		// missing database, so src must hold one
+		if _, serr := os.Stat(filepath.Join(src, "CURRENT")); serr != nil {
+			return fmt.Errorf("%s holds no %s database: %w", src, backend, serr)
+		}
 		db, err = dbm.NewDB(name, backend, parent)
 	}
 	if err != nil {

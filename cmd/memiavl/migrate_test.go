@@ -22,9 +22,14 @@ import (
 // rootmulti store over cosmos/iavl into <parent>/application.db and returns
 // the last app hash.
 func makeIAVLApp(t *testing.T, parent string, blocks int64) string {
+	return makeIAVLAppOn(t, dbm.GoLevelDBBackend, parent, blocks)
+}
+
+// makeIAVLAppOn is makeIAVLApp on the given backend.
+func makeIAVLAppOn(t *testing.T, backend dbm.BackendType, parent string, blocks int64) string {
 	t.Helper()
 	gen, _ := workload.New(workload.Config{Seed: 5, Scale: 0.01})
-	db, err := dbm.NewGoLevelDB("application", parent, nil)
+	db, err := dbm.NewDB("application", backend, parent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,5 +97,36 @@ func TestImportIAVL(t *testing.T) {
 func TestImportMemIAVLMissing(t *testing.T) {
 	if code, _, errs := cli(t, "import-memiavl", filepath.Join(t.TempDir(), "nosuch"), t.TempDir()); code != exitFailure {
 		t.Errorf("import-memiavl of an absent directory: exit %d %s", code, errs)
+	}
+}
+
+// TestImportIAVLPebble: import-iavl of a pebble application database
+// reads it without changing a byte of its directory (cosmos-db's pebble
+// backend always opens for writing: the tool opens it read-only), and an
+// empty directory is refused without a database being created in it.
+func TestImportIAVLPebble(t *testing.T) {
+	parent := t.TempDir()
+	hash := makeIAVLAppOn(t, dbm.PebbleDBBackend, parent, 12)
+	src := filepath.Join(parent, "application.db")
+	sum := dirDigest(t, src)
+	dst := filepath.Join(t.TempDir(), "memiavl.db")
+	out := mustCLI(t, "import-iavl", "--backend", "pebbledb", src, dst)
+	if !strings.Contains(strings.ToLower(out), hash) || !strings.Contains(out, "version 12") {
+		t.Fatalf("import-iavl printed %q, want version 12 and app hash %s", out, hash)
+	}
+	mustCLI(t, "verify", dst)
+	if dirDigest(t, src) != sum {
+		t.Fatal("import-iavl --backend pebbledb changed its source")
+	}
+
+	empty := filepath.Join(t.TempDir(), "application.db")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := cli(t, "import-iavl", "--backend", "pebbledb", empty, filepath.Join(t.TempDir(), "out")); code != exitFailure {
+		t.Errorf("import-iavl of an empty directory: exit %d", code)
+	}
+	if ents, err := os.ReadDir(empty); err != nil || len(ents) != 0 {
+		t.Errorf("import-iavl of an empty directory left %v (%v) in it", ents, err)
 	}
 }
