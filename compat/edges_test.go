@@ -921,3 +921,31 @@ func TestEdgeRollbackAfterOlderLoad(t *testing.T) {
 		t.Fatalf("commit after the refused rollback: %v", id)
 	}
 }
+
+// TestVersionsBeforeInitialVersion: versions before a chain's initial
+// version were never committed, and CacheMultiStoreWithVersion and
+// GetCommitInfo refuse them with rootmulti's error text for such versions.
+func TestVersionsBeforeInitialVersion(t *testing.T) {
+	p := newPair(t, smallMount)
+	for _, s := range []types.CommitMultiStore{p.ours, p.oracle} {
+		if err := s.SetInitialVersion(4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := p.commit(map[string][][2][]byte{"a": {{[]byte("k"), []byte("v")}}})
+	if id.Version != 4 {
+		t.Fatalf("first version %d", id.Version)
+	}
+	for _, v := range []int64{1, 3} {
+		_, ea := p.ours.CacheMultiStoreWithVersion(v)
+		_, eb := p.oracle.CacheMultiStoreWithVersion(v)
+		if err := sameErrText(fmt.Sprintf("CacheMultiStoreWithVersion(%d)", v), ea, eb); err != nil {
+			t.Error(err)
+		}
+		_, ea = p.ours.GetCommitInfo(v)
+		_, eb = p.oracle.GetCommitInfo(v)
+		if err := sameErrText(fmt.Sprintf("GetCommitInfo(%d)", v), ea, eb); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -518,6 +518,9 @@ func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
 		return info, nil
 	}
 	v, err := s.views.get(db, ver)
+	if errors.Is(err, multitree.ErrBeforeFirstVersion) {
+		return nil, noCommitInfo{} // never committed, as for rootmulti
+	}
 	if err != nil {
 		return nil, fmt.Errorf("no commit info found: %w", err)
 	}
@@ -721,6 +724,9 @@ func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMulti
 		return nil, noCommitInfo{}
 	}
 	v, err := s.views.get(db, version)
+	if errors.Is(err, multitree.ErrBeforeFirstVersion) {
+		return nil, noCommitInfo{} // never committed, as for rootmulti
+	}
 	if err != nil {
 		return nil, fmt.Errorf("version mismatch on immutable IAVL tree; version does not exist. Version has either been pruned, or is for a future block height: %w", err)
 	}

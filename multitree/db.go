@@ -556,7 +556,7 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 		if to < first {
 			// a version before the database's first (its initial
 			// version), which the empty trees are not
-			return fmt.Errorf("%w: %d is before the first version %d", ErrVersion, to, first)
+			return fmt.Errorf("%w: %d is before the first version %d", ErrBeforeFirstVersion, to, first)
 		}
 		from = first - 1
 	}

@@ -1,6 +1,9 @@
 package multitree
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Errors returned by the database wrap them with context;
 // test them with errors.Is.
@@ -15,6 +18,10 @@ var (
 	ErrInvalidOptions = errors.New("multitree: invalid options")
 	ErrVersion        = errors.New("multitree: version not available")
 	ErrConflict       = errors.New("multitree: version already committed with different content")
+	// ErrBeforeFirstVersion wraps ErrVersion for a version before the
+	// database's first one (its initial version), which was never
+	// committed.
+	ErrBeforeFirstVersion = fmt.Errorf("%w: before the database's first version", ErrVersion)
 	// ErrReleased is returned by reads through a View after its Release.
 	ErrReleased = errors.New("multitree: view released")
 	// ErrBroken is returned by every change and commit after a change
