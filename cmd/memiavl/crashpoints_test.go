@@ -314,21 +314,31 @@ func dumpOf(t *testing.T, dir string, version int64) DumpResult {
 	return res
 }
 
-// dirDigest returns a digest of the names and contents of the files under
-// dir.
+// dirDigest hashes every entry under dir: names, types, modes, sizes and
+// contents of regular files, symlink targets.
 func dirDigest(t *testing.T, dir string) string {
 	t.Helper()
 	h := sha256.New()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(h, "%s %d\n", strings.TrimPrefix(p, dir), len(b))
-		h.Write(b)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %v %d\n", strings.TrimPrefix(p, dir), fi.Mode(), fi.Size())
+		switch {
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(b)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			fmt.Fprintf(h, "-> %s\n", l)
+		}
 		return nil
 	})
 	if err != nil {
