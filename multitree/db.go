@@ -1162,8 +1162,9 @@ func (db *DB) hashTreesLocked() {
 
 // Commit saves the working version of every store, logs its changes and
 // returns its commit info. A version that the log already holds (after a
-// TargetVersion open without rollback) must be re-committed with identical
-// changes, which are then not logged again.
+// TargetVersion open without rollback) must be re-committed with the same
+// changes (in any order of stores, give or take deletes of absent keys),
+// which are then not logged again; other changes fail with ErrConflict.
 //
 // If a background rewrite failed, Commit still commits and returns the
 // committed info together with an error wrapping ErrRewrite; so it does
@@ -1335,17 +1336,47 @@ func (db *DB) checkLoggedLocked(e wal.Entry) error {
 		return err
 	}
 	var got []byte
+	var logged wal.Entry
 	err = db.log.Replay(e.Version, e.Version, func(le wal.Entry) error {
+		logged = le // its bytes are its own (see wal.Log.Replay)
 		got, err = wal.AppendEntry(nil, canonicalEntry(le))
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(got, want) {
+	if !bytes.Equal(got, want) && !db.sameTreesLocked(e, logged) {
 		return fmt.Errorf("%w: version %d", ErrConflict, e.Version)
 	}
 	return nil
+}
+
+// sameTreesLocked reports whether the working trees, which hold e's
+// changes, are the trees the logged entry of the same version makes from
+// the last committed ones: writes that differ from the logged ones only by
+// changing nothing (a delete of an absent key, which a cache store's Write
+// emits; a set of a key to its value is a change, as the leaf takes the
+// new version) give the same version. Entries with store upgrades are
+// compared by their writes only.
+func (db *DB) sameTreesLocked(e, logged wal.Entry) bool {
+	noUpgrades := func(u wal.Upgrades) bool { return len(u.Added)+len(u.Renamed)+len(u.Deleted) == 0 }
+	if !noUpgrades(e.Upgrades) || !noUpgrades(logged.Upgrades) {
+		return false
+	}
+	trees := make(map[string]*memiavl.Tree, len(db.mu.trees))
+	for name, t := range db.mu.trees {
+		trees[name] = t.Copy() // the last committed version
+	}
+	if err := applyEntry(trees, logged, true); err != nil {
+		return false
+	}
+	db.hashTreesLocked()
+	for name, t := range db.mu.trees {
+		if !bytes.Equal(trees[name].RootHash(), t.RootHash()) {
+			return false
+		}
+	}
+	return true
 }
 
 // rollback discards the versions after v: current points at the opened

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	storetypes "cosmossdk.io/store/types"
+
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -404,5 +406,84 @@ func TestReadOnlyOpenBesideRollback(t *testing.T) {
 	}
 	if db.Version() != 24 || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[24]) {
 		t.Fatalf("read-only open beside a rollback to 24 served version %d", db.Version())
+	}
+}
+
+// TestRecommitSameTrees: re-committing a logged version (a writer open at
+// an older TargetVersion) is accepted when its writes differ from the
+// logged ones only by deletes of absent keys, as the trees and so the app
+// hash are the same; other content is still refused with ErrConflict, a
+// set of a key to the value it has too.
+func TestRecommitSameTrees(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a", "b"}, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(db *DB, store, k, v string) {
+		t.Helper()
+		if err := db.Set(store, []byte(k), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(db, "a", "k1", "v1")
+	set(db, "b", "k1", "v1")
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// version 2: a change and a delete of an absent key (a set of a key to
+	// its value is a change: the leaf takes the new version)
+	set(db, "a", "k2", "v2")
+	if err := db.Delete("a", []byte("absent")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete("b", []byte("absent")); err != nil {
+		t.Fatal(err)
+	}
+	info2, err := db.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	recommit := func(writes func(db *DB)) (*storetypes.CommitInfo, error) {
+		t.Helper()
+		db, err := Open(dir, Options{TargetVersion: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		writes(db)
+		return db.Commit()
+	}
+	info, err := recommit(func(db *DB) { set(db, "a", "k2", "v2") })
+	if err != nil || !bytes.Equal(info.Hash(), info2.Hash()) {
+		t.Fatalf("re-commit of version 2 without its no-op writes: %v", err)
+	}
+	if _, err := recommit(func(db *DB) { set(db, "a", "k2", "other") }); !errors.Is(err, ErrConflict) {
+		t.Fatalf("re-commit of version 2 with another value: %v, want ErrConflict", err)
+	}
+	if _, err := recommit(func(db *DB) {
+		set(db, "a", "k2", "v2")
+		set(db, "b", "k3", "v3")
+	}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("re-commit of version 2 with one more key: %v, want ErrConflict", err)
+	}
+	if _, err := recommit(func(db *DB) {
+		set(db, "a", "k2", "v2")
+		set(db, "b", "k1", "v1")
+	}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("re-commit of version 2 with a key set to its value: %v, want ErrConflict", err)
+	}
+	// the log still holds the original version 2
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Version() != 2 || !bytes.Equal(db.LastCommitInfo().Hash(), info2.Hash()) {
+		t.Fatalf("reopened at %d", db.Version())
 	}
 }
