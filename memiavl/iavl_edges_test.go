@@ -8,7 +8,6 @@ package memiavl_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand"
 	"path/filepath"
@@ -37,11 +36,7 @@ func newEdgePair(t *testing.T, initial int64) *edgePair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var opts []iavl.Option
-	if initial > 0 {
-		opts = append(opts, iavl.InitialVersionOption(uint64(initial)))
-	}
-	ref := iavl.NewMutableTree(iavldb.NewMemDB(), 0, true, log.NewNopLogger(), opts...)
+	ref := newIAVL(t, initial)
 	p := &edgePair{t: t, ours: ours, ref: ref, present: map[string][]byte{}}
 	t.Cleanup(func() {
 		for _, s := range p.snaps {
@@ -113,18 +108,8 @@ func (p *edgePair) reopen() {
 	if err := p.ours.WriteSnapshot(context.Background(), dir); err != nil {
 		p.t.Fatal(err)
 	}
-	s, err := snapshot.Open(dir)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	if err := s.Verify(); err != nil {
-		p.t.Fatal(err)
-	}
+	s, tr := openSnapshot(p.t, dir)
 	p.snaps = append(p.snaps, s)
-	tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
-	if err != nil {
-		p.t.Fatal(err)
-	}
 	if !bytes.Equal(tr.RootHash(), p.ours.RootHash()) {
 		p.t.Fatalf("reopened root %X, was %X", tr.RootHash(), p.ours.RootHash())
 	}
@@ -359,47 +344,6 @@ func TestIAVLEdgeProofsDifferential(t *testing.T) {
 	}
 }
 
-func edgeExport(t *testing.T, tr *memiavl.Tree) []*memiavl.ExportNode {
-	t.Helper()
-	e := tr.Export()
-	defer e.Close()
-	var out []*memiavl.ExportNode
-	for {
-		n, err := e.Next()
-		if errors.Is(err, memiavl.ErrExportDone) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, n)
-	}
-}
-
-func edgeExportIAVL(t *testing.T, tr *iavl.MutableTree, version int64) []*memiavl.ExportNode {
-	t.Helper()
-	it, err := tr.GetImmutable(version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := it.Export()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	var out []*memiavl.ExportNode
-	for {
-		n, err := e.Next()
-		if errors.Is(err, iavl.ErrorExportDone) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, (*memiavl.ExportNode)(n))
-	}
-}
-
 func TestIAVLEdgeExportImportRoundTrip(t *testing.T) {
 	for _, initial := range []int64{0, 3, 1000} {
 		for seed := int64(1); seed <= edgeSeeds(2); seed++ {
@@ -425,8 +369,8 @@ func TestIAVLEdgeExportImportRoundTrip(t *testing.T) {
 						p.reopen()
 					}
 					ver := p.ours.Version()
-					ours := edgeExport(t, p.ours)
-					theirs := edgeExportIAVL(t, p.ref, ver)
+					ours := exportAll(t, p.ours.Export())
+					theirs := exportIAVL(t, p.ref, ver)
 					if len(ours) != len(theirs) {
 						t.Fatalf("v%d: %d nodes, iavl %d", ver, len(ours), len(theirs))
 					}
@@ -471,17 +415,7 @@ func TestIAVLEdgeExportImportRoundTrip(t *testing.T) {
 					if !bytes.Equal(mi.RootHash(), p.ref.Hash()) {
 						t.Fatalf("v%d: import hash %X, iavl %X", ver, mi.RootHash(), p.ref.Hash())
 					}
-					s, err := snapshot.Open(dir)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := s.Verify(); err != nil {
-						t.Fatal(err)
-					}
-					tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
-					if err != nil {
-						t.Fatal(err)
-					}
+					s, tr := openSnapshot(t, dir)
 					if !bytes.Equal(tr.RootHash(), p.ref.Hash()) || tr.Version() != ver {
 						t.Fatalf("v%d: imported tree hash %X v%d", ver, tr.RootHash(), tr.Version())
 					}

@@ -9,9 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"cosmossdk.io/log"
 	"github.com/cosmos/iavl"
-	iavldb "github.com/cosmos/iavl/db"
 	ics23 "github.com/cosmos/ics23/go"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
@@ -32,11 +30,7 @@ func newProofPair(t *testing.T, initial int64) *proofPair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var opts []iavl.Option
-	if initial > 0 {
-		opts = append(opts, iavl.InitialVersionOption(uint64(initial)))
-	}
-	ref := iavl.NewMutableTree(iavldb.NewMemDB(), 0, true, log.NewNopLogger(), opts...)
+	ref := newIAVL(t, initial)
 	return &proofPair{t: t, ours: ours, ref: ref}
 }
 
