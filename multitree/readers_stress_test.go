@@ -201,6 +201,16 @@ type stressStats struct {
 	roOpens, roTarget, viewAts, roViewAts, held, tolerated atomic.Int64
 }
 
+// tolerate counts err if it is one a reader beside a writer may get
+// (besideWriterErr), and reports whether it is.
+func (st *stressStats) tolerate(err error) bool {
+	if !besideWriterErr(err) {
+		return false
+	}
+	st.tolerated.Add(1)
+	return true
+}
+
 // readerStress runs a writer with opts for versions versions (fewer under
 // -short), and readers of every kind beside it; every read is compared with
 // the model. With delay > 0 the background rewrites wait for delay more
@@ -256,8 +266,7 @@ func readerStress(t *testing.T, opts Options, versions int, delay int64, largeEv
 	// read-only opens of the latest version, with ViewAt on them
 	reader(1, func(r *rand.Rand) error {
 		ro, err := Open(dir, Options{ReadOnly: true, OpenCheck: OpenCheck(r.Intn(3))})
-		if besideWriterErr(err) {
-			st.tolerated.Add(1)
+		if st.tolerate(err) {
 			return nil
 		}
 		if err != nil {
@@ -277,8 +286,7 @@ func readerStress(t *testing.T, opts Options, versions int, delay int64, largeEv
 		if lv := ro.Version(); lv > 1 {
 			v := lv - 1 - r.Int63n(min(lv-1, 8))
 			view, err := ro.ViewAt(v)
-			if besideWriterErr(err) {
-				st.tolerated.Add(1)
+			if st.tolerate(err) {
 				return nil
 			}
 			if err != nil {
@@ -300,8 +308,7 @@ func readerStress(t *testing.T, opts Options, versions int, delay int64, largeEv
 		}
 		target := lv - r.Int63n(min(lv, 12))
 		ro, err := Open(dir, Options{ReadOnly: true, TargetVersion: target, OpenCheck: OpenCheckNone})
-		if besideWriterErr(err) {
-			st.tolerated.Add(1)
+		if st.tolerate(err) {
 			return nil
 		}
 		if err != nil {
@@ -339,8 +346,7 @@ func readerStress(t *testing.T, opts Options, versions int, delay int64, largeEv
 			}
 			v := lv - r.Int63n(min(lv, 15))
 			view, err := db.ViewAt(v)
-			if besideWriterErr(err) {
-				st.tolerated.Add(1)
+			if st.tolerate(err) {
 				continue
 			}
 			if err != nil {
@@ -371,8 +377,7 @@ func readerStress(t *testing.T, opts Options, versions int, delay int64, largeEv
 	// ViewAt through it (its log is the one it opened)
 	reader(4, func(r *rand.Rand) error {
 		ro, err := Open(dir, Options{ReadOnly: true, OpenCheck: OpenCheckNone})
-		if besideWriterErr(err) {
-			st.tolerated.Add(1)
+		if st.tolerate(err) {
 			return nil
 		}
 		if err != nil {
@@ -387,8 +392,7 @@ func readerStress(t *testing.T, opts Options, versions int, delay int64, largeEv
 			}
 			v := lv - r.Int63n(min(lv, 10))
 			view, err := ro.ViewAt(v)
-			if besideWriterErr(err) {
-				st.tolerated.Add(1)
+			if st.tolerate(err) {
 				continue
 			}
 			if err != nil {
