@@ -85,17 +85,16 @@ import (
 // replaces with a count taken from the clock (any count a reader does not
 // hold will do).
 const (
-	metadataMagic    uint32 = 0x4D544D44
-	metadataFormat   uint32 = 1
-	currentMagic     uint32 = 0x4D544350
-	currentFileSize         = 16
-	rollbackMagic    uint32 = 0x4D544252
-	rollbackFormat   uint32 = 1
-	rollbackFileSize        = 20
-	rollbacksMagic   uint32 = 0x4D434252
-	rollbacksFormat  uint32 = 1
-	rollbacksSize           = 20
-	hashSize                = 32
+	metadataMagic   uint32 = 0x4D544D44
+	metadataFormat  uint32 = 1
+	currentMagic    uint32 = 0x4D544350
+	currentFileSize        = 16
+	rollbackMagic   uint32 = 0x4D544252
+	rollbackFormat  uint32 = 1
+	rollbacksMagic  uint32 = 0x4D434252
+	rollbacksFormat uint32 = 1
+	smallFileSize          = 20 // of "rollback" and "rollbacks"
+	hashSize               = 32
 	// maxStoreName bounds a store name: its tree directory's name
 	// ("x-" and the name in hex, see treeDirName), with the suffix of the
 	// temporary name it is written under (".tmp-" and up to 10 digits),
@@ -146,9 +145,7 @@ func (m *metadata) encode() []byte {
 }
 
 func decodeMetadata(path string, b []byte) (*metadata, error) {
-	bad := func(off int, format string, args ...any) error {
-		return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, path, off, fmt.Sprintf(format, args...))
-	}
+	bad := badAt(path)
 	if len(b) < 32 {
 		return nil, bad(0, "file is %d bytes, shorter than the minimum 32", len(b))
 	}
@@ -211,62 +208,68 @@ func decodeCurrent(path string, b []byte) (int64, error) {
 	return v, nil
 }
 
-func encodeRollback(target int64) []byte {
-	b := make([]byte, 16, rollbackFileSize)
-	binary.LittleEndian.PutUint32(b, rollbackMagic)
-	binary.LittleEndian.PutUint32(b[4:], rollbackFormat)
-	binary.LittleEndian.PutUint64(b[8:], uint64(target))
+// encodeSmall returns the bytes of a small file of this format: magic,
+// format version, an 8-byte value, and the CRC32C of the 16 bytes before
+// it (the "rollback" and "rollbacks" files).
+func encodeSmall(magic, format uint32, v uint64) []byte {
+	b := make([]byte, 16, smallFileSize)
+	binary.LittleEndian.PutUint32(b, magic)
+	binary.LittleEndian.PutUint32(b[4:], format)
+	binary.LittleEndian.PutUint64(b[8:], v)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// decodeSmall checks the bytes of a small file written by encodeSmall and
+// returns its value; bad reports damage at an offset.
+func decodeSmall(b []byte, magic, format uint32, bad func(off int, format string, args ...any) error) (uint64, error) {
+	if len(b) != smallFileSize {
+		return 0, bad(0, "file is %d bytes, want %d", len(b), smallFileSize)
+	}
+	if got, want := crc32.Checksum(b[:16], castagnoli), binary.LittleEndian.Uint32(b[16:]); got != want {
+		return 0, bad(16, "checksum %08x, computed %08x", want, got)
+	}
+	if m := binary.LittleEndian.Uint32(b); m != magic {
+		return 0, bad(0, "magic %08x, want %08x", m, magic)
+	}
+	if f := binary.LittleEndian.Uint32(b[4:]); f != format {
+		return 0, bad(4, "format version %d, this build reads %d", f, format)
+	}
+	return binary.LittleEndian.Uint64(b[8:]), nil
+}
+
+// badAt returns the reporter of damage in the file at path.
+func badAt(path string) func(off int, format string, args ...any) error {
+	return func(off int, format string, args ...any) error {
+		return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, path, off, fmt.Sprintf(format, args...))
+	}
+}
+
+func encodeRollback(target int64) []byte {
+	return encodeSmall(rollbackMagic, rollbackFormat, uint64(target))
 }
 
 func decodeRollback(path string, b []byte) (int64, error) {
-	bad := func(off int, format string, args ...any) error {
-		return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, path, off, fmt.Sprintf(format, args...))
+	bad := badAt(path)
+	u, err := decodeSmall(b, rollbackMagic, rollbackFormat, bad)
+	if err != nil {
+		return 0, err
 	}
-	if len(b) != rollbackFileSize {
-		return 0, bad(0, "file is %d bytes, want %d", len(b), rollbackFileSize)
-	}
-	if got, want := crc32.Checksum(b[:16], castagnoli), binary.LittleEndian.Uint32(b[16:]); got != want {
-		return 0, bad(16, "checksum %08x, computed %08x", want, got)
-	}
-	if m := binary.LittleEndian.Uint32(b); m != rollbackMagic {
-		return 0, bad(0, "magic %08x, want %08x", m, rollbackMagic)
-	}
-	if f := binary.LittleEndian.Uint32(b[4:]); f != rollbackFormat {
-		return 0, bad(4, "format version %d, this build reads %d", f, rollbackFormat)
-	}
-	v := int64(binary.LittleEndian.Uint64(b[8:]))
-	if v <= 0 {
+	if v := int64(u); v <= 0 {
 		return 0, bad(8, "rollback target %d is not a version", v)
 	}
-	return v, nil
+	return int64(u), nil
 }
 
 func encodeRollbacks(count uint64) []byte {
-	b := make([]byte, 16, rollbacksSize)
-	binary.LittleEndian.PutUint32(b, rollbacksMagic)
-	binary.LittleEndian.PutUint32(b[4:], rollbacksFormat)
-	binary.LittleEndian.PutUint64(b[8:], count)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return encodeSmall(rollbacksMagic, rollbacksFormat, count)
 }
 
 func decodeRollbacks(path string, b []byte) (uint64, error) {
-	bad := func(off int, format string, args ...any) error {
-		return fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, path, off, fmt.Sprintf(format, args...))
+	bad := badAt(path)
+	n, err := decodeSmall(b, rollbacksMagic, rollbacksFormat, bad)
+	if err != nil {
+		return 0, err
 	}
-	if len(b) != rollbacksSize {
-		return 0, bad(0, "file is %d bytes, want %d", len(b), rollbacksSize)
-	}
-	if got, want := crc32.Checksum(b[:16], castagnoli), binary.LittleEndian.Uint32(b[16:]); got != want {
-		return 0, bad(16, "checksum %08x, computed %08x", want, got)
-	}
-	if m := binary.LittleEndian.Uint32(b); m != rollbacksMagic {
-		return 0, bad(0, "magic %08x, want %08x", m, rollbacksMagic)
-	}
-	if f := binary.LittleEndian.Uint32(b[4:]); f != rollbacksFormat {
-		return 0, bad(4, "format version %d, this build reads %d", f, rollbacksFormat)
-	}
-	n := binary.LittleEndian.Uint64(b[8:])
 	if n == 0 {
 		return 0, bad(8, "count 0: the file is written by a rollback")
 	}
