@@ -719,6 +719,16 @@ func (c *fullChain) block(h, createAt int64) []fullTx {
 	if h == createAt {
 		txs = append(txs, c.genCreateValidator())
 	}
+	// a proposal that enters its voting period at once, and a vote on
+	// it, whatever the seed: the random ones may leave none to vote on
+	switch h {
+	case 2:
+		txs = append(txs, c.genVotingProposal())
+	case 3:
+		if tx, ok := c.genVoteOnVoting(); ok {
+			txs = append(txs, tx)
+		}
+	}
 	total := 0
 	for _, g := range fullGens {
 		total += g.weight
@@ -922,6 +932,29 @@ func (c *fullChain) genSubmitProposal() fullTx {
 		c.t.Fatal(err)
 	}
 	return c.sign("gov/submit-proposal", from, []sdk.Msg{msg}, nil)
+}
+
+// genVotingProposal submits a text proposal with the minimum deposit from
+// a genesis account, which starts its voting period.
+func (c *fullChain) genVotingProposal() fullTx {
+	msg, err := govv1.NewMsgSubmitProposal(nil, c.stake(math.NewInt(1_000_000)), c.addrs[0].String(), "ipfs://memiavl-test",
+		"a proposal to vote on", "a proposal of the memiavl test", false)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.sign("gov/submit-proposal", 0, []sdk.Msg{msg}, nil)
+}
+
+// genVoteOnVoting votes yes on a proposal in its voting period, if there
+// is one.
+func (c *fullChain) genVoteOnVoting() (fullTx, bool) {
+	for _, p := range c.proposals {
+		if p.Status == govv1.StatusVotingPeriod {
+			from := c.signer()
+			return c.sign("gov/vote", from, []sdk.Msg{govv1.NewMsgVote(c.addrs[from], p.Id, govv1.OptionYes, "")}, nil), true
+		}
+	}
+	return fullTx{}, false
 }
 
 // proposalID picks a proposal in its deposit or voting period (only the
