@@ -154,8 +154,9 @@
 //   - The log holds no second copy of values: synchronously it encodes an
 //     entry into a reused buffer while Commit runs; with AsyncCommitBuffer N
 //     its queue holds up to N entries that reference the same key and value
-//     slices as the trees, and the background writer encodes each into a
-//     reused buffer just before writing it.
+//     slices as the trees, and the background writer encodes the entries it
+//     takes at once into one buffer just before writing them. Each mode
+//     keeps one such buffer for reuse, and only while it is at most 16 MiB.
 //   - Replaying the log (at Open, in a catch-up, for ViewAt) copies each
 //     replayed key and value into an allocation of its own, as a caller's
 //     Set hands them over: the bytes the log reads alias the buffer of the

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -10,7 +11,8 @@ const (
 	// the records of a batch into one write call; a larger batch is
 	// written with several calls (and still at most one fsync).
 	maxCoalesce = 4 << 20
-	// maxKeptBuffer is the largest encoding buffer kept for reuse.
+	// maxKeptBuffer is the largest encoding buffer kept for reuse (one
+	// in synchronous mode, one for the background writer's batches).
 	maxKeptBuffer = 16 << 20
 )
 
@@ -109,29 +111,6 @@ func (l *Log) appendSync(e *Entry) error {
 		}
 	}
 	return nil
-}
-
-// getBuf returns a record buffer for an asynchronous append. The writer
-// hands buffers back through a free list as long as the queue, so in steady
-// state appends reuse them instead of allocating.
-func (l *Log) getBuf() *[]byte {
-	select {
-	case bp := <-l.free:
-		return bp
-	default:
-		return new([]byte)
-	}
-}
-
-func (l *Log) putBuf(bp *[]byte) {
-	if cap(*bp) > maxKeptBuffer {
-		return
-	}
-	*bp = (*bp)[:0]
-	select {
-	case l.free <- bp:
-	default:
-	}
 }
 
 func (l *Log) appendAsync(e *Entry) error {
@@ -267,28 +246,47 @@ func (l *Log) runBatch(reqs []request) []request {
 	l.w.Lock()
 	err := l.stickyErr()
 	if err == nil {
-		recs := l.w.pend[:0]
+		// Every entry of the batch is encoded into one buffer, reused by
+		// the next batch when it is no larger than maxKeptBuffer: what
+		// the log keeps between batches is bounded by that, whatever the
+		// queue's length and the entries' sizes.
+		size := 0
+		for _, r := range reqs {
+			if r.entry != nil {
+				size += frameHeaderSize + EncodedSize(*r.entry)
+			}
+		}
+		enc := slices.Grow(l.w.enc[:0], size)
+		ends := l.w.ends[:0]
 		force := false
-		for i, r := range reqs {
+		for _, r := range reqs {
 			if r.done != nil {
 				force = force || r.sync
 				continue
 			}
-			if r.entry != nil {
-				// encode here, off the caller's path; the entry's slices
-				// are released as soon as its record is built
-				bp := l.getBuf()
-				rec, encErr := appendRecord((*bp)[:0], r.entry)
-				if encErr != nil { // validated by Append: cannot happen
-					l.putBuf(bp)
-					err = encErr
-					break
-				}
-				*bp = rec
-				reqs[i].rec, reqs[i].entry = bp, nil
-				r = reqs[i]
+			var encErr error
+			enc, encErr = appendRecord(enc, r.entry)
+			if encErr != nil { // validated by Append: cannot happen
+				err = encErr
+				break
 			}
-			recs = append(recs, pendingRecord{data: *r.rec, version: r.version})
+			ends = append(ends, len(enc))
+		}
+		recs := l.w.pend[:0]
+		start, k := 0, 0
+		for i, r := range reqs {
+			if r.done != nil {
+				continue
+			}
+			if k == len(ends) {
+				break
+			}
+			recs = append(recs, pendingRecord{data: enc[start:ends[k]:ends[k]], version: r.version})
+			start = ends[k]
+			k++
+			// the entry's slices are released as soon as its record is
+			// built
+			reqs[i].entry = nil
 		}
 		if err == nil {
 			err = l.writeLocked(recs)
@@ -298,6 +296,12 @@ func (l *Log) runBatch(reqs []request) []request {
 		}
 		clear(recs)
 		l.w.pend = recs[:0]
+		l.w.ends = ends[:0]
+		if cap(enc) <= maxKeptBuffer {
+			l.w.enc = enc[:0]
+		} else {
+			l.w.enc = nil
+		}
 		if err != nil {
 			l.fail(err)
 		}
@@ -306,8 +310,6 @@ func (l *Log) runBatch(reqs []request) []request {
 	for i, r := range reqs {
 		if r.done != nil {
 			r.done <- err
-		} else if r.rec != nil {
-			l.putBuf(r.rec)
 		}
 		reqs[i] = request{}
 	}

@@ -85,6 +85,8 @@ type Log struct {
 		oldest   time.Time
 		batch    []byte          // coalescing buffer of the background writer
 		pend     []pendingRecord // reused list of records to write
+		enc      []byte          // background writer: a batch's encoded records
+		ends     []int           // background writer: where each record of enc ends
 		ahead    bool            // f was started ahead of its first record (startRollAheadLocked)
 	}
 
@@ -116,14 +118,12 @@ type Log struct {
 	stop   chan struct{} // closed by Close
 	failed chan struct{} // closed when mu.err is set
 	wg     sync.WaitGroup
-	free   chan *[]byte // asynchronous mode: record buffers for reuse
 }
 
 // request is one item of the writer's queue: an encoded record, or a flush
 // marker when done is set.
 type request struct {
-	entry   *Entry  // an entry to encode and write (asynchronous mode)
-	rec     *[]byte // its encoded record, built by the writer
+	entry   *Entry // an entry to encode and write (asynchronous mode)
 	version int64
 	done    chan error // flush marker: receives the outcome
 	sync    bool       // flush marker: fsync (unless SyncNone)
@@ -166,7 +166,6 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	if opts.AsyncBuffer > 0 {
 		l.queue = make(chan request, opts.AsyncBuffer)
-		l.free = make(chan *[]byte, opts.AsyncBuffer+1)
 	}
 	if opts.AsyncBuffer > 0 || opts.Sync == SyncGrouped {
 		l.wg.Add(1)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -434,6 +435,43 @@ func TestAppendBufferRetention(t *testing.T) {
 			t.Fatalf("async %d: the log kept the caller's buffers: %q=%q", async, p.Key, p.Value)
 		}
 		mustClose(t, l)
+	}
+}
+
+// TestAsyncBurstNotKept checks that the memory an asynchronous log keeps
+// after a burst of large entries is bounded by one reused buffer, however
+// many entries the queue held: the writer takes the queued entries as one
+// batch while it writes and fsyncs the first.
+func TestAsyncBurstNotKept(t *testing.T) {
+	const valueSize, n = 4 << 20, 20
+	l := mustOpen(t, t.TempDir(), Options{AsyncBuffer: 16, Sync: SyncEveryCommit})
+	defer mustClose(t, l)
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	for v := int64(1); v <= n; v++ {
+		value := make([]byte, valueSize)
+		value[0] = byte(v)
+		mustAppend(t, l, Entry{Version: v, ChangeSets: []ChangeSet{{Name: "s", Pairs: []KVPair{{Key: []byte("k"), Value: value}}}}})
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	after := heap()
+	if after > before && after-before > maxKeptBuffer+maxCoalesce+(2<<20) {
+		t.Fatalf("the log keeps %d MiB after %d entries of %d MiB were written; at most one buffer of %d MiB may stay",
+			(after-before)>>20, n, valueSize>>20, maxKeptBuffer>>20)
+	}
+	got, err := collect(l, n, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got[0].ChangeSets[0].Pairs[0].Value; len(v) != valueSize || v[0] != n {
+		t.Fatalf("version %d replays a value of %d bytes starting %d", n, len(v), v[0])
 	}
 }
 
