@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -194,6 +195,9 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 	}
 	db, err := multitree.Open(dir, opts)
 	if err != nil {
+		if errors.Is(err, multitree.ErrInvalidOptions) {
+			return usageError{err} // every option comes from a flag
+		}
 		return err
 	}
 	defer func() {

@@ -209,6 +209,11 @@ func TestCLIBadArgs(t *testing.T) {
 		{[]string{"import-iavl", file, filepath.Join(empty, "o")}, exitFailure},
 		{[]string{"import-iavl", "--height", "-1", empty, filepath.Join(empty, "o")}, exitUsage},
 		{[]string{"import-memiavl", empty, filepath.Join(empty, "o")}, exitFailure},
+		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--async-buffer", "70000"}, exitUsage},
+		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--async-buffer", "-1"}, exitUsage},
+		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--snapshot-interval", "0"}, exitUsage},
+		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--sync", "sometimes"}, exitUsage},
+		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--dir", dir}, exitFailure},
 	} {
 		code, out, errs := runChecked(t, c.args...)
 		switch {
