@@ -135,10 +135,14 @@ func ParseOpenCheck(s string) (multitree.OpenCheck, error) {
 		multitree.OpenCheckBackground, multitree.OpenCheckSync, multitree.OpenCheckNone)
 }
 
-// ParseFsync parses an fsync policy name.
+// ParseFsync parses an fsync policy name: "every-commit", "grouped" or
+// "none"; the empty string means the default, "every-commit".
 func ParseFsync(s string) (wal.SyncPolicy, error) {
+	if strings.TrimSpace(s) == "" {
+		return wal.SyncEveryCommit, nil
+	}
 	for _, p := range []wal.SyncPolicy{wal.SyncEveryCommit, wal.SyncGrouped, wal.SyncNone} {
-		if strings.EqualFold(s, p.String()) {
+		if strings.EqualFold(strings.TrimSpace(s), p.String()) {
 			return p, nil
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 var smallMount = mount{iavl: []string{"a", "b"}, transient: "t", memory: "m"}
@@ -703,6 +704,16 @@ func TestConfig(t *testing.T) {
 		}
 		if _, err := compat.NewMultiStore(t.TempDir(), nil, c); err == nil {
 			t.Errorf("NewMultiStore accepted %+v", c)
+		}
+	}
+	for in, want := range map[string]wal.SyncPolicy{"": wal.SyncEveryCommit, " ": wal.SyncEveryCommit, "Grouped ": wal.SyncGrouped, "none": wal.SyncNone} {
+		if got, err := compat.ParseFsync(in); err != nil || got != want {
+			t.Errorf("ParseFsync(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]multitree.OpenCheck{"": multitree.OpenCheckBackground, " SYNC": multitree.OpenCheckSync, "none": multitree.OpenCheckNone} {
+		if got, err := compat.ParseOpenCheck(in); err != nil || got != want {
+			t.Errorf("ParseOpenCheck(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	c, err := compat.ConfigFromAppOptions(mapOptions{
