@@ -26,7 +26,8 @@ versions in the write-ahead log, and for each store its key count, root
 hash and the size of its tree in the base snapshot: the kept snapshot the
 version is loaded from (the log replayed on top of it). For the latest
 version that is the current snapshot; with --version it may be an older one.
-A store added after the base snapshot has no tree in it (size 0).`,
+A store added after the base snapshot has no tree in it (size 0), nor has a
+store renamed since it (its tree is stored under the former name).`,
 		Example: `  memiavl dump ~/.gaia/data/memiavl.db
   memiavl dump --json --version 1200 ./memiavl.db`,
 		Args: exactArgs(1),

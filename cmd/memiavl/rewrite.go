@@ -41,7 +41,10 @@ func newRewriteCmd() *cobra.Command {
 		Long: `rewrite-snapshot opens a database as its writer (the node must be stopped),
 writes a snapshot of the latest version, makes it the current snapshot, and
 prunes older snapshots beyond --keep-recent together with the log entries
-that only they needed. Opening the database afterwards replays nothing.
+that only they needed. Opening the database afterwards replays nothing. The
+log is removed a whole segment at a time: the segment holding the new
+snapshot's version stays until the next commit starts a new one (the node's
+first block after the rewrite), and is pruned then.
 
 --version V writes the snapshot of version V instead (V must be at or after
 the oldest kept snapshot). Without --rollback the versions after V stay in

@@ -109,7 +109,7 @@ func runVerify(w io.Writer, dir string, asJSON bool) error {
 	if rep.RollbackTo != 0 {
 		t.add("warning", "a rollback to version %d is unfinished: every open stops there, and the next writable open (rewrite-snapshot, or the node) finishes it", rep.RollbackTo)
 	}
-	t.add("stores", "%d %v (checked node by node at version %d)", len(rep.Stores), rep.Stores, rep.Version)
+	t.add("stores", "%d %q (checked node by node at version %d)", len(rep.Stores), rep.Stores, rep.Version)
 	t.add("result", "OK")
 	t.write(w)
 	return nil
