@@ -55,7 +55,9 @@ type MultiStore struct {
 	cfg    Config
 	logger log.Logger
 
-	db    *multitree.DB
+	// db is nil before a load and after Close; read by concurrent queries
+	// and the state-sync snapshotter's goroutine.
+	db    atomic.Pointer[multitree.DB]
 	views *viewCache
 	// lastCommitID is read by concurrent queries (LatestVersion).
 	lastCommitID atomic.Pointer[types.CommitID]
@@ -115,7 +117,7 @@ func NewMultiStore(dir string, logger log.Logger, cfg Config) (*MultiStore, erro
 // the database's working trees, which those methods keep them pointed at; a
 // change made on the database directly (DB.RewriteSnapshot replaces the
 // working trees) leaves them reading replaced trees.
-func (s *MultiStore) DB() *multitree.DB { return s.db }
+func (s *MultiStore) DB() *multitree.DB { return s.db.Load() }
 
 // RewriteSnapshot synchronously writes a snapshot of the last committed
 // version and switches to it (multitree.DB.RewriteSnapshot), for offline
@@ -137,20 +139,22 @@ func (s *MultiStore) Dir() string { return s.dir }
 // close the multistore: an app calls this from its own Close so that an
 // asynchronous log is flushed.
 func (s *MultiStore) Close() error {
-	s.views.clear()
-	if s.db == nil {
+	// the cache first: a query's view of db opened from here on is
+	// released, not cached (viewCache.bind)
+	s.views.bind(nil)
+	db := s.db.Swap(nil)
+	if db == nil {
 		return nil
 	}
-	err := s.db.Close()
-	s.db = nil
-	return err
+	return db.Close()
 }
 
 func (s *MultiStore) mustDB() *multitree.DB {
-	if s.db == nil {
+	db := s.db.Load()
+	if db == nil {
 		panic(ErrNotLoaded)
 	}
-	return s.db
+	return db
 }
 
 // GetStoreType implements types.Store.
@@ -326,7 +330,8 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) (err 
 		delete(s.keysByName, key.Name())
 	}
 
-	s.db = db
+	s.views.bind(db)
+	s.db.Store(db)
 	s.stores = make(map[types.StoreKey]types.CommitKVStore, len(s.storeTypes))
 	s.trees = s.trees[:0]
 	for key, typ := range s.storeTypes {
@@ -344,7 +349,7 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) (err 
 	s.refreshTrees()
 	s.setLastCommitID()
 	if v, err := db.View(); err == nil {
-		s.views.put(v)
+		s.views.put(db, v)
 	}
 	return nil
 }
@@ -352,12 +357,12 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) (err 
 // closeDB closes an open database (a reload discards the working changes,
 // as rootmulti's does).
 func (s *MultiStore) closeDB() error {
-	s.views.clear()
-	if s.db == nil {
+	s.views.bind(nil)
+	db := s.db.Swap(nil)
+	if db == nil {
 		return nil
 	}
-	err := s.db.Close()
-	s.db = nil
+	err := db.Close()
 	s.stores = map[types.StoreKey]types.CommitKVStore{}
 	s.trees = nil
 	return err
@@ -461,8 +466,9 @@ func contains(list []string, s string) bool {
 
 // refreshTrees points the tree stores at the database's working trees.
 func (s *MultiStore) refreshTrees() {
+	db := s.db.Load()
 	for _, st := range s.trees {
-		st.tree = s.db.WorkingTree(st.name)
+		st.tree = db.WorkingTree(st.name)
 		if st.tree == nil {
 			panic(fmt.Sprintf("memiavl: mounted store %q has no tree in the database", st.name))
 		}
@@ -474,7 +480,7 @@ var emptyHash = sha256.Sum256(nil)
 // setLastCommitID publishes the database's last commit for LastCommitID.
 func (s *MultiStore) setLastCommitID() {
 	id := types.CommitID{Hash: emptyHash[:]}
-	if info := s.db.LastCommitInfo(); info != nil && info.Version > 0 {
+	if info := s.db.Load().LastCommitInfo(); info != nil && info.Version > 0 {
 		id = info.CommitID()
 	}
 	s.lastCommitID.Store(&id)
@@ -501,10 +507,11 @@ func (s *MultiStore) LatestVersion() int64 { return s.LastCommitID().Version }
 // LastCommitInfo returns the commit info of the last committed version, nil
 // before a load.
 func (s *MultiStore) LastCommitInfo() *types.CommitInfo {
-	if s.db == nil {
+	db := s.db.Load()
+	if db == nil {
 		return nil
 	}
-	return s.db.LastCommitInfo()
+	return db.LastCommitInfo()
 }
 
 // GetCommitInfo returns the commit info of a version still kept (see
@@ -538,7 +545,7 @@ func (s *MultiStore) WorkingHash() []byte {
 
 // flushWrites applies the pending writes of every tree store in one batch:
 // the stores' changes are applied, and their trees hashed, in parallel.
-func (s *MultiStore) flushWrites() { applyPending(s.db, s.trees...) }
+func (s *MultiStore) flushWrites() { applyPending(s.db.Load(), s.trees...) }
 
 // Commit implements types.Committer. It commits every IAVL store as one
 // version of the database (logging it per Config), resets the transient
@@ -564,7 +571,7 @@ func (s *MultiStore) Commit() types.CommitID {
 	}
 	s.refreshTrees()
 	if v, err := db.View(); err == nil {
-		s.views.put(v)
+		s.views.put(db, v)
 	}
 	id := types.CommitID{Version: info.Version, Hash: info.Hash()}
 	s.lastCommitID.Store(&id)
@@ -603,11 +610,12 @@ func (s *MultiStore) SetMetrics(m metrics.StoreMetrics) { s.metrics = m }
 // effect then).
 func (s *MultiStore) SetInitialVersion(version int64) error {
 	s.initialVersion = version
-	if s.db == nil || s.db.Version() != 0 {
+	db := s.db.Load()
+	if db == nil || db.Version() != 0 {
 		return nil
 	}
 	s.flushWrites()
-	return s.db.SetInitialVersion(version)
+	return db.SetInitialVersion(version)
 }
 
 // RollbackToVersion implements types.CommitMultiStore: the versions after
@@ -628,7 +636,7 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 	if err := s.checkRollback(target); err != nil {
 		return err
 	}
-	loaded := s.db != nil
+	loaded := s.db.Load() != nil
 	if err := s.closeDB(); err != nil {
 		return err
 	}
@@ -653,7 +661,7 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 // target, nil if it can (or is not loaded: the rollback's own open then
 // decides).
 func (s *MultiStore) checkRollback(target int64) error {
-	db := s.db
+	db := s.db.Load()
 	if db == nil {
 		return nil
 	}
@@ -716,7 +724,7 @@ func (s *MultiStore) CacheMultiStore() types.CacheMultiStore {
 // branch are read-only; a store added after version panics on use, as in
 // rootmulti; transient and memory stores are the live ones.
 func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMultiStore, error) {
-	db := s.db
+	db := s.db.Load()
 	if db == nil {
 		return nil, ErrNotLoaded
 	}

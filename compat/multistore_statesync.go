@@ -19,7 +19,7 @@ func (s *MultiStore) Snapshot(height uint64, protoWriter protoio.Writer) error {
 	if height == 0 {
 		return errorsmod.Wrap(types.ErrLogic, "cannot snapshot height 0")
 	}
-	db := s.db
+	db := s.db.Load()
 	if db == nil {
 		return ErrNotLoaded
 	}

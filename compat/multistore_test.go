@@ -5,10 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"text/template"
 	"time"
@@ -680,6 +684,123 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
+}
+
+// TestCloseBesideQueries closes the multistore while other goroutines open
+// historical branches, query with proofs and write state-sync snapshots (the
+// SDK's snapshot manager runs on a goroutine of its own that nothing joins
+// before an app closes): no data race (run with -race), nothing but the
+// errors of a closed store, and no file of the database left mapped or open
+// once the goroutines are done.
+func TestCloseBesideQueries(t *testing.T) {
+	rounds := 12
+	if testing.Short() {
+		rounds = 4
+	}
+	for round := 0; round < rounds; round++ {
+		dir := t.TempDir()
+		keys := keyring{}
+		cfg := testConfig()
+		cfg.SnapshotInterval, cfg.SnapshotKeepRecent, cfg.QueryViews = 2, 2, 2
+		ms := newOurs(t, dir, cfg, keys, smallMount, nil)
+		r := rand.New(rand.NewSource(int64(round)))
+		for v := 0; v < 12; v++ {
+			for i := 0; i < 200; i++ {
+				ms.GetKVStore(keys["a"]).Set(fmt.Appendf(nil, "k%04d", r.Intn(2000)), fmt.Appendf(nil, "v%d", r.Int()))
+			}
+			ms.Commit()
+		}
+		closed := func(x any) bool {
+			err, ok := x.(error)
+			return ok && (errors.Is(err, compat.ErrNotLoaded) || errors.Is(err, multitree.ErrClosed) ||
+				errors.Is(err, compat.ErrVersionReleased))
+		}
+		// errors count only for calls that ended before Close began
+		var closing atomic.Bool
+		stop := make(chan struct{})
+		errs := make(chan error, 3)
+		var wg sync.WaitGroup
+		for g := 0; g < 3; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					h := int64(7 + (n+g)%5) // rebuilt from a snapshot and the log: slow to open
+					var err error
+					func() {
+						defer func() {
+							if x := recover(); x != nil && !closed(x) {
+								err = fmt.Errorf("panic: %v", x)
+							}
+						}()
+						switch g {
+						case 0:
+							b, berr := ms.CacheMultiStoreWithVersion(h)
+							if berr == nil {
+								b.GetKVStore(keys["a"]).Get([]byte("k0001"))
+							} else if !closed(berr) {
+								err = berr
+							}
+						case 1:
+							// a proven query of a store it cannot read
+							// reports an empty proof, as rootmulti's
+							_, err = ms.Query(&types.RequestQuery{Path: "/a/key", Data: []byte("k0001"), Height: h, Prove: true})
+						case 2:
+							serr := ms.Snapshot(uint64(h), protoio.NewDelimitedWriter(io.Discard))
+							if serr != nil && !closed(serr) {
+								err = serr
+							}
+						}
+					}()
+					if err != nil && !closing.Load() {
+						errs <- fmt.Errorf("goroutine %d, height %d: %w", g, h, err)
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(5+round) * time.Millisecond)
+		closing.Store(true)
+		if err := ms.Close(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if m, fds := mappedFiles(t, dir); m > 0 || fds > 0 {
+			t.Fatalf("round %d: %d mappings and %d descriptors of the closed database remain", round, m, fds)
+		}
+	}
+}
+
+// mappedFiles counts the process's mappings and open descriptors of files
+// under dir.
+func mappedFiles(t *testing.T, dir string) (maps, fds int) {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, dir) {
+			maps++
+		}
+	}
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir) {
+			fds++
+		}
+	}
+	return maps, fds
 }
 
 func TestConfig(t *testing.T) {

@@ -103,7 +103,7 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery) (res *typ
 	if len(req.Data) == 0 {
 		return &types.ResponseQuery{}, nil, errorsmod.Wrap(types.ErrTxDecode, "query cannot be zero length")
 	}
-	db := s.db
+	db := s.db.Load()
 	if db == nil {
 		return &types.ResponseQuery{}, nil, ErrNotLoaded
 	}

@@ -36,6 +36,7 @@ type viewCache struct {
 	size int
 	mu   struct {
 		sync.Mutex
+		db    *multitree.DB // the database the views are of; nil: none (closed)
 		views map[int64]*multitree.View
 		order []int64 // least recently used first
 	}
@@ -51,6 +52,10 @@ func newViewCache(size int) *viewCache {
 // it), opening it if it is not cached.
 func (c *viewCache) get(db *multitree.DB, version int64) (*multitree.View, error) {
 	c.mu.Lock()
+	if c.mu.db != db {
+		c.mu.Unlock()
+		return nil, ErrNotLoaded // closed or reloaded since the caller read db
+	}
 	if v, ok := c.mu.views[version]; ok && v.Pin() {
 		c.touchLocked(version)
 		c.mu.Unlock()
@@ -70,6 +75,12 @@ func (c *viewCache) get(db *multitree.DB, version int64) (*multitree.View, error
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.mu.db != db {
+		// the multistore closed or reloaded while the view opened: a
+		// view cached now would never be released
+		v.Release()
+		return nil, ErrNotLoaded
+	}
 	if cur, ok := c.mu.views[version]; ok && cur.Pin() {
 		// another query opened it meanwhile
 		v.Release()
@@ -84,10 +95,15 @@ func (c *viewCache) get(db *multitree.DB, version int64) (*multitree.View, error
 	return v, nil
 }
 
-// put inserts v (the cache takes over its reference).
-func (c *viewCache) put(v *multitree.View) {
+// put inserts v, a view of db (the cache takes over its reference); it
+// releases v instead if the cache is no longer bound to db.
+func (c *viewCache) put(db *multitree.DB, v *multitree.View) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.mu.db != db {
+		v.Release()
+		return
+	}
 	c.putLocked(v)
 }
 
@@ -116,13 +132,17 @@ func (c *viewCache) touchLocked(version int64) {
 	c.mu.order = append(c.mu.order, version)
 }
 
-// clear releases every cached view.
-func (c *viewCache) clear() {
+// bind releases every cached view and binds the cache to db (nil when the
+// multistore closes): from then on only views of db are cached, and a view
+// of another database, opened by a query that read the multistore's
+// database before the change, is released instead.
+func (c *viewCache) bind(db *multitree.DB) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, v := range c.mu.views {
 		v.Release()
 	}
+	c.mu.db = db
 	c.mu.views = map[int64]*multitree.View{}
 	c.mu.order = nil
 }
