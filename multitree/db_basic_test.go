@@ -426,6 +426,134 @@ func TestCatchUpAcrossUpgrades(t *testing.T) {
 // TestClosedHandle: after Close every method returns ErrClosed or a zero
 // value, never panics (the snapshots are unmapped by then), and the handle
 // no longer holds the trees.
+// blockAddingBAt4 applies the deterministic changes of version v: store "b" is
+// added by version 4's upgrade.
+func blockAddingBAt4(t *testing.T, db *DB, v int64) {
+	t.Helper()
+	if v == 4 {
+		if err := db.ApplyUpgrades(wal.Upgrades{Added: []string{"b"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		k := []byte(fmt.Sprintf("k%03d-%02d", v, i))
+		if err := db.Set("a", k, []byte("va")); err != nil {
+			t.Fatal(err)
+		}
+		if v >= 4 {
+			if err := db.Set("b", k, []byte("vb")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestCatchUpAfterOlderTarget: after an Open at an older TargetVersion (no
+// rollback) the log holds versions past the working one, which the caller
+// commits again. A background rewrite whose catch-up replays the log (a store
+// was added since its snapshot) must stop at the last committed version, not
+// at the log's last one, or its switch finds trees at another version than
+// the live ones and reports a corruption that is not there.
+func TestCatchUpAfterOlderTarget(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1, OpenCheck: OpenCheckNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(1); v <= 10; v++ {
+		blockAddingBAt4(t, db, v)
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err = Open(dir, Options{TargetVersion: 2, SnapshotInterval: 1, OpenCheck: OpenCheckNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	DelayRewrites(db, 2) // the rewrite at 3 catches up once 5 is committed
+	for v := int64(3); v <= 5; v++ {
+		blockAddingBAt4(t, db, v)
+		if _, err := db.Commit(); err != nil {
+			t.Fatalf("re-commit of %d: %v", v, err)
+		}
+	}
+	waitRewrite(db)
+	db.mu.Lock()
+	caught := db.mu.rewrite.res.caughtUp
+	db.mu.Unlock()
+	if caught > 5 {
+		t.Errorf("the rewrite of 3 caught up to %d while 5 was the last committed version", caught)
+	}
+	blockAddingBAt4(t, db, 6)
+	info, err := db.Commit()
+	if info == nil || info.Version != 6 {
+		t.Fatalf("commit 6: %v %v", info, err)
+	}
+	if err != nil {
+		t.Errorf("commit 6 (switch to the rewrite of 3) reported: %v", err)
+	}
+	if sv := db.SnapshotVersion(); sv != 3 {
+		t.Errorf("snapshot version %d after the switch, want 3", sv)
+	}
+}
+
+// TestBackgroundFailuresJoined: a prune failure waiting for the next Commit
+// is reported with, not replaced by, the failure of the rewrite that Commit
+// finds.
+func TestBackgroundFailuresJoined(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 1,
+		RewriteRateLimit: 1 << 30, OpenCheck: OpenCheckNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	injectedPrune := errors.New("injected prune failure")
+	injectedWrite := errors.New("injected write failure")
+	var rewrites, prunes atomic.Int32
+	db.wrapLimiter = func(l snapshot.Limiter) snapshot.Limiter {
+		if rewrites.Add(1) == 2 {
+			return failingLimiter{injectedWrite}
+		}
+		return l
+	}
+	db.beforePrune = func(int64) error {
+		if prunes.Add(1) == 1 {
+			return injectedPrune
+		}
+		return nil
+	}
+	waitPrune := func() {
+		for {
+			db.mu.Lock()
+			p := db.mu.pruning
+			db.mu.Unlock()
+			if !p {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	commitBlock(t, db, crashBlock(6, 1)) // starts rewrite 1 at version 1
+	waitRewrite(db)
+	commitBlock(t, db, crashBlock(6, 2)) // switches to it, prune fails; starts rewrite 2 (fails)
+	waitPrune()
+	waitRewrite(db)
+	if err := db.ApplyChangeSets(crashBlock(6, 3)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Commit()
+	if !errors.Is(err, ErrRewrite) || !errors.Is(err, injectedWrite) || !errors.Is(err, injectedPrune) {
+		t.Errorf("commit 3 reported %v, want both the failed prune and the failed rewrite", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Errorf("close reported %v after commit 3 reported the failures", err)
+	}
+}
+
 func TestClosedHandle(t *testing.T) {
 	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}})
 	if err != nil {

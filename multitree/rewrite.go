@@ -195,7 +195,10 @@ func (db *DB) catchUp(ctx context.Context, res *rewriteResult, maps map[string]*
 			db.countRebaseFailure(err)
 			res.rebasers = nil
 		}
-		last := db.log.LastVersion()
+		// up to the last committed version: after an Open at an older
+		// TargetVersion the log goes on past it, with the versions the
+		// caller is about to commit again
+		last := min(db.log.LastVersion(), db.Version())
 		gap := last - res.caughtUp
 		if gap <= 0 || (prevGap >= 0 && gap >= prevGap) {
 			return nil
@@ -299,7 +302,7 @@ func (db *DB) switchIfDoneLocked() {
 			res.gen.release()
 		}
 		if err := job.failure(); err != nil {
-			db.mu.bgErr = err
+			db.mu.bgErr = errors.Join(db.mu.bgErr, err)
 		}
 		return
 	}
@@ -342,8 +345,8 @@ func (db *DB) startPruneLocked() {
 		for {
 			err := db.prune(cur)
 			db.mu.Lock()
-			if err != nil && db.mu.bgErr == nil {
-				db.mu.bgErr = fmt.Errorf("%w: pruning: %w", ErrRewrite, err)
+			if err != nil {
+				db.mu.bgErr = errors.Join(db.mu.bgErr, fmt.Errorf("%w: pruning: %w", ErrRewrite, err))
 			}
 			if !db.mu.pruneAgain || err != nil {
 				db.mu.pruning, db.mu.pruneAgain = false, false
