@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -559,7 +560,7 @@ func (s *MultiStore) Commit() types.CommitID {
 	s.flushWrites()
 	info, err := db.Commit()
 	if err != nil {
-		if info == nil || !errors.Is(err, multitree.ErrRewrite) {
+		if info == nil || !rewriteFailuresOnly(err) {
 			panic(fmt.Errorf("memiavl: commit: %w", err))
 		}
 		s.logger.Error("memiavl: background snapshot rewrite failed; the block is committed", "version", info.Version, "err", err)
@@ -577,6 +578,26 @@ func (s *MultiStore) Commit() types.CommitID {
 	s.lastCommitID.Store(&id)
 	return id
 }
+
+// rewriteFailuresOnly reports whether err is made only of failures of
+// background snapshot rewrites (multitree.ErrRewrite), which the database
+// survives; a Commit may report one joined with other background failures,
+// such as damage the open check found, which must stop the node.
+func rewriteFailuresOnly(err error) bool {
+	// the failures are joined with errors.Join; an error that wraps several
+	// (fmt.Errorf with two %w) is one failure
+	if joined, ok := err.(interface{ Unwrap() []error }); ok && reflect.TypeOf(err) == joinedErrorType {
+		for _, e := range joined.Unwrap() {
+			if !rewriteFailuresOnly(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, multitree.ErrRewrite)
+}
+
+var joinedErrorType = reflect.TypeOf(errors.Join(errors.New("")))
 
 // SetPruning implements types.Committer. The options are recorded (and
 // returned by GetPruning, which the SDK validates at startup) but do not
