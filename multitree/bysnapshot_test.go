@@ -332,6 +332,37 @@ func TestViewAtBesideSnapshotCommits(t *testing.T) {
 	}
 }
 
+// TestViewAtRebuiltBesideSnapshotCommit: a version ViewAt rebuilt while a
+// snapshot commit made the versions before it unreachable is refused like
+// them, and not cached to be served later.
+func TestViewAtRebuiltBesideSnapshotCommit(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1,
+		SnapshotKeepRecent: 3, ViewCacheSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	SetMaxLoggedEntry(db, 64<<10)
+	for v := int64(1); v <= 5; v++ {
+		commitBlock(t, db, largeBlock(v, 0))
+	}
+	var once sync.Once
+	db.afterRebuild = func(int64) {
+		once.Do(func() { commitBlock(t, db, largeBlock(6, 80<<10)) })
+	}
+	for i := 0; i < 2; i++ {
+		if v, err := db.ViewAt(3); !errors.Is(err, ErrVersion) {
+			if err == nil {
+				v.Release()
+			}
+			t.Fatalf("ViewAt(3) after version 6 was committed by a snapshot (call %d): %v", i+1, err)
+		}
+	}
+	if SnapshotCommits(db) != 1 {
+		t.Fatalf("%d versions committed by a snapshot, want 1", SnapshotCommits(db))
+	}
+}
+
 // TestOpenAfterCrashInSnapshotCommit: the state a crash leaves inside a
 // version committed by a snapshot right after another (current points at
 // the new snapshot, the log is empty, the older snapshot not yet removed)

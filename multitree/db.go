@@ -102,6 +102,9 @@ type DB struct {
 	// afterWrite, when set (by tests), runs in a background rewrite after
 	// its snapshot is written and mapped, before the catch-up.
 	afterWrite func(ctx context.Context, version int64)
+	// afterRebuild, when set (by tests), runs in ViewAt after it rebuilt
+	// a version, before it caches it.
+	afterRebuild func(version int64)
 	// beforePrune, when set (by tests), runs at the start of each prune;
 	// an error fails the prune.
 	beforePrune func(cur int64) error
@@ -124,6 +127,9 @@ type DB struct {
 		cache  map[int64]*state
 		order  []int64 // least recently used first
 		closed bool    // set by releaseAll: cache nothing more
+		// floor is the version of the last snapshot commit: ViewAt
+		// refuses the versions before it (see dropViewsBefore)
+		floor int64
 	}
 }
 
@@ -1109,7 +1115,10 @@ func (db *DB) Get(store string, key []byte) ([]byte, error) {
 // WorkingTree returns store's working tree for the writer's direct use
 // (reads, iteration); changes must go through Set, Delete or
 // ApplyChangeSets so that they are logged. nil if there is no such store or
-// the database is closed; the tree must not be used after Close.
+// the database is closed. The tree is valid until the next Commit,
+// RewriteSnapshot or Close: a Commit may switch the working trees to a new
+// snapshot and unmap the old one, which the returned tree reads; call
+// WorkingTree again after each of them (or read through a View).
 func (db *DB) WorkingTree(store string) *memiavl.Tree {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -1296,6 +1305,7 @@ func (db *DB) snapshotCommitLocked(v int64) error {
 func (db *DB) dropViewsBefore(v int64) {
 	db.views.Lock()
 	defer db.views.Unlock()
+	db.views.floor = max(db.views.floor, v)
 	order := db.views.order[:0]
 	for _, ver := range db.views.order {
 		if ver < v {

@@ -66,11 +66,20 @@ func (db *DB) ViewAt(version int64) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
+	if h := db.afterRebuild; h != nil {
+		h(version)
+	}
 	db.views.Lock()
 	defer db.views.Unlock()
 	if db.views.closed {
 		st.gen.release()
 		return nil, ErrClosed
+	}
+	if version < db.views.floor {
+		// a snapshot commit while it was rebuilt: refused like the
+		// versions before it that were cached (dropViewsBefore)
+		st.gen.release()
+		return nil, fmt.Errorf("%w: %d is before version %d, committed by a snapshot", ErrVersion, version, db.views.floor)
 	}
 	if cur, ok := db.views.cache[version]; ok && cur.gen.tryAcquire() {
 		st.gen.release()
