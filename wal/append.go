@@ -225,6 +225,7 @@ func (l *Log) run() {
 			l.syncIfDue()
 		case <-l.stop:
 			timer.Stop()
+			l.answerLeftMarkers()
 			return
 		}
 		if l.opts.Sync == SyncGrouped && !armed {
@@ -232,6 +233,29 @@ func (l *Log) run() {
 				timer.Reset(d)
 				armed = true
 			}
+		}
+	}
+}
+
+// answerLeftMarkers answers the flush markers still queued when the writer
+// stops. Close queues a marker of its own and waits for it, so that nothing
+// is left behind it, except after a failure: Close's marker then gives up
+// on a full queue, and a Flush waiting on another goroutine must still get
+// its answer, the sticky error. The entries left are not written: the log
+// accepts nothing after a failure.
+func (l *Log) answerLeftMarkers() {
+	for {
+		select {
+		case r := <-l.queue:
+			if r.done != nil {
+				err := l.stickyErr()
+				if err == nil {
+					err = ErrClosed
+				}
+				r.done <- err
+			}
+		default:
+			return
 		}
 	}
 }

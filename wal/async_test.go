@@ -353,3 +353,60 @@ func TestCloseJoinsGoroutines(t *testing.T) {
 		t.Fatalf("close: %v", err)
 	}
 }
+
+// TestFlushAnsweredAfterFailedClose: a Flush whose marker is queued when
+// the log fails (a roll-ahead goroutine that fails while it holds w) and
+// Close runs gets the failure as its answer. Close's own marker cannot be
+// queued then (the queue is full), and the writer, told to stop, must still
+// answer the markers left in the queue.
+func TestFlushAnsweredAfterFailedClose(t *testing.T) {
+	for iter := range 40 {
+		fs := newMemFS()
+		l := mustOpen(t, memDir, Options{fs: fs, AsyncBuffer: 1})
+		l.w.Lock() // as a roll-ahead goroutine does while it rolls
+		if err := l.Append(Entry{Version: 1}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the writer to take version 1", func() bool { return len(l.queue) == 0 })
+		time.Sleep(2 * time.Millisecond) // the writer is now blocked on w in runBatch
+		flushDone := make(chan error, 1)
+		go func() { flushDone <- l.Flush() }()
+		waitUntil(t, "the flush marker", func() bool { return len(l.queue) == 1 })
+		boom := errors.New("roll failed")
+		l.fail(boom) // what the roll-ahead goroutine does when its roll fails
+		closeDone := make(chan error, 1)
+		go func() { closeDone <- l.Close() }()
+		waitUntil(t, "Close to close stop", func() bool {
+			select {
+			case <-l.stop:
+				return true
+			default:
+				return false
+			}
+		})
+		l.w.Unlock()
+		select {
+		case err := <-flushDone:
+			if !errors.Is(err, boom) {
+				t.Fatalf("iteration %d: Flush returned %v", iter, err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("iteration %d: Flush never returned: its marker was left in the queue when the writer exited", iter)
+		}
+		if err := <-closeDone; !errors.Is(err, boom) {
+			t.Fatalf("close: %v", err)
+		}
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 5 seconds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}

@@ -23,14 +23,15 @@
 //
 // # Appending
 //
-// Append encodes the entry into the log's own buffer before it returns and
-// keeps none of the caller's slices. With Options.AsyncBuffer 0 it then
-// writes the record itself (synchronous mode). With AsyncBuffer N > 0 it
-// queues the record for a background goroutine (asynchronous mode) and
-// blocks while N records wait. The goroutine takes everything queued,
-// writes it with one write call (records are coalesced up to a few MiB) and
-// fsyncs at most once for the batch: concurrent appenders share an fsync
-// (group commit). A write or fsync failure is sticky: it is returned by the
+// With Options.AsyncBuffer 0 (synchronous mode) Append encodes the entry
+// into the log's own buffer, keeps none of the caller's slices and writes
+// the record itself. With AsyncBuffer N > 0 (asynchronous mode) it queues
+// the entry itself for a background goroutine and blocks while N entries
+// wait: the caller must not modify the entry's slices until Flush returns
+// (see Append). The goroutine takes everything queued, encodes it into one
+// buffer, writes it with one write call (records are coalesced up to a few
+// MiB) and fsyncs at most once for the batch: concurrent appenders share an
+// fsync (group commit). A write or fsync failure is sticky: it is returned by the
 // next Append, Flush and Close, and the log must be reopened.
 //
 // # What a crash can lose

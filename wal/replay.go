@@ -25,8 +25,8 @@ import (
 // Damage is reported as an error wrapping ErrCorrupt that names the
 // segment file and the record's offset.
 //
-// fn must not call Replay, TruncateFront, TruncateBack or Close: those wait
-// for Replay to return. It may call Append.
+// fn must not call Replay, Verify, TruncateFront, TruncateBack, Reset or
+// Close: those wait for Replay to return. It may call Append.
 func (l *Log) Replay(from, to int64, fn func(Entry) error) error {
 	if from > to {
 		return nil
