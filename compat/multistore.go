@@ -60,6 +60,9 @@ type MultiStore struct {
 	// and the state-sync snapshotter's goroutine.
 	db    atomic.Pointer[multitree.DB]
 	views *viewCache
+	// blockView, with zero-copy reads, pins the snapshots the last
+	// committed block read from until the next Commit ends (see Commit).
+	blockView atomic.Pointer[multitree.View]
 	// lastCommitID is read by concurrent queries (LatestVersion).
 	lastCommitID atomic.Pointer[types.CommitID]
 
@@ -143,6 +146,7 @@ func (s *MultiStore) Close() error {
 	// the cache first: a query's view of db opened from here on is
 	// released, not cached (viewCache.bind)
 	s.views.bind(nil)
+	s.holdBlockView(nil)
 	db := s.db.Swap(nil)
 	if db == nil {
 		return nil
@@ -359,6 +363,7 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) (err 
 // as rootmulti's does).
 func (s *MultiStore) closeDB() error {
 	s.views.bind(nil)
+	s.holdBlockView(nil)
 	db := s.db.Swap(nil)
 	if db == nil {
 		return nil
@@ -558,9 +563,20 @@ func (s *MultiStore) Commit() types.CommitID {
 	defer s.metrics.MeasureSince("store", "memiavl", "commit")
 	db := s.mustDB()
 	s.flushWrites()
+	var read *multitree.View
+	if s.cfg.ZeroCopy {
+		// the snapshots this block read from: a Commit that switches to a
+		// background rewrite's snapshot releases them, but the slices
+		// this block read out of them live on in the state listeners'
+		// change sets, which BaseApp hands to ListenCommit after Commit
+		read, _ = db.View()
+	}
 	info, err := db.Commit()
 	if err != nil {
 		if info == nil || !rewriteFailuresOnly(err) {
+			if read != nil {
+				read.Release()
+			}
 			panic(fmt.Errorf("memiavl: commit: %w", err))
 		}
 		s.logger.Error("memiavl: background snapshot rewrite failed; the block is committed", "version", info.Version, "err", err)
@@ -574,6 +590,7 @@ func (s *MultiStore) Commit() types.CommitID {
 	if v, err := db.View(); err == nil {
 		s.views.put(db, v)
 	}
+	s.holdBlockView(read)
 	id := types.CommitID{Version: info.Version, Hash: info.Hash()}
 	s.lastCommitID.Store(&id)
 	return id
@@ -598,6 +615,14 @@ func rewriteFailuresOnly(err error) bool {
 }
 
 var joinedErrorType = reflect.TypeOf(errors.Join(errors.New("")))
+
+// holdBlockView makes v (nil: none) the view of the last committed block's
+// snapshots and releases the one held before.
+func (s *MultiStore) holdBlockView(v *multitree.View) {
+	if old := s.blockView.Swap(v); old != nil {
+		old.Release()
+	}
+}
 
 // SetPruning implements types.Committer. The options are recorded (and
 // returned by GetPruning, which the SDK validates at startup) but do not

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -779,6 +780,83 @@ func TestCloseBesideQueries(t *testing.T) {
 		if m, fds := mappedFiles(t, dir); m > 0 || fds > 0 {
 			t.Fatalf("round %d: %d mappings and %d descriptors of the closed database remain", round, m, fds)
 		}
+	}
+}
+
+// TestZeroCopyListenerAcrossSwitch: with zero-copy reads, a value a block
+// read from the snapshot and wrote under another key reaches the state
+// listener (ADR-038) as a slice of the snapshot; BaseApp pops the change set
+// after Commit, which may switch to a background rewrite's snapshot. The
+// snapshot the block read from stays mapped until the next Commit ends, and
+// is unmapped after it.
+func TestZeroCopyListenerAcrossSwitch(t *testing.T) {
+	keys := keyring{}
+	cfg := testConfig()
+	cfg.ZeroCopy, cfg.SnapshotInterval, cfg.SnapshotKeepRecent, cfg.QueryViews = true, 4, 0, 1
+	dir := t.TempDir()
+	ms := newOurs(t, dir, cfg, keys, mount{iavl: []string{"a"}}, nil)
+	defer ms.Close()
+	key := keys["a"]
+	ms.AddListeners([]types.StoreKey{key})
+	want := bytes.Repeat([]byte("value-of-k1 "), 400)
+	st := ms.GetKVStore(key)
+	st.Set([]byte("k1"), bytes.Clone(want))
+	for i := 0; i < 200; i++ {
+		st.Set(fmt.Appendf(nil, "f%04d", i), bytes.Repeat([]byte{byte(i)}, 100))
+	}
+	ms.Commit()
+	if err := ms.RewriteSnapshot(context.Background()); err != nil { // k1 is read from snapshot 1
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, "snapshot-00000000000000000001")
+	mapped := func() bool {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Skipf("no /proc/self/maps: %v", err)
+		}
+		return strings.Contains(string(b), old)
+	}
+	if !mapped() {
+		t.Fatalf("%s is not mapped", old)
+	}
+	// commit until a Commit switches to the background rewrite of version
+	// 5, each block copying k1's value (a slice of snapshot 1) to k2
+	ms.PopStateCache()
+	var changes []*types.StoreKVPair
+	for v := 2; ms.DB().SnapshotVersion() == 1; v++ {
+		if v > 2000 {
+			t.Fatal("no background rewrite was switched to")
+		}
+		if v > 5 {
+			time.Sleep(time.Millisecond)
+		}
+		st = ms.GetKVStore(key)
+		st.Set([]byte("k2"), st.Get([]byte("k1")))
+		ms.Commit()
+		changes = ms.PopStateCache()
+	}
+	// the unmapping of snapshot 1 would have happened by now
+	for deadline := time.Now().Add(time.Second); mapped() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := outcome(func() any {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		for _, kv := range changes {
+			if string(kv.Key) == "k2" {
+				return bytes.Equal(kv.Value, want)
+			}
+		}
+		return "no k2"
+	})
+	if got != "true" {
+		t.Fatalf("the listener's value of k2 after the switching Commit, equal to k1's: %s", got)
+	}
+	ms.Commit()
+	for deadline := time.Now().Add(10 * time.Second); mapped(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still mapped after the Commit that followed the switch", old)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
