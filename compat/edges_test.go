@@ -949,3 +949,39 @@ func TestVersionsBeforeInitialVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedLoadKeepsStore: after a load that fails (a version the database
+// does not have, an upgrade that adds an existing store), the multistore
+// still reads and commits as rootmulti does.
+func TestFailedLoadKeepsStore(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		load func(s types.CommitMultiStore) error
+	}{
+		{"LoadVersion(future)", func(s types.CommitMultiStore) error { return s.LoadVersion(5) }},
+		{"LoadLatestVersionAndUpgrade(add existing)", func(s types.CommitMultiStore) error {
+			return s.LoadLatestVersionAndUpgrade(&types.StoreUpgrades{Added: []string{"b"}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, smallMount)
+			p.commit(map[string][][2][]byte{"a": {{[]byte("k"), []byte("v")}}})
+			ea, eb := tc.load(p.ours), tc.load(p.oracle)
+			if ea == nil || eb == nil {
+				t.Fatalf("load: %v, rootmulti %v", ea, eb)
+			}
+			sameOutcome(t, "Get after the failed load", p, func(s types.CommitMultiStore) any {
+				return fmt.Sprintf("%q", s.GetKVStore(p.keys["a"]).Get([]byte("k")))
+			})
+			sameOutcome(t, "Set+Commit after the failed load", p, func(s types.CommitMultiStore) any {
+				s.GetKVStore(p.keys["a"]).Set([]byte("k2"), []byte("v2"))
+				id := s.Commit()
+				return fmt.Sprintf("%d %X", id.Version, id.Hash)
+			})
+			a, b := p.ours.LastCommitID(), p.oracle.LastCommitID()
+			if a.Version != b.Version || !bytes.Equal(a.Hash, b.Hash) {
+				t.Errorf("LastCommitID %v, rootmulti %v", a, b)
+			}
+		})
+	}
+}

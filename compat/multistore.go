@@ -277,10 +277,29 @@ func (s *MultiStore) LoadVersionAndUpgrade(ver int64, upgrades *types.StoreUpgra
 // should be added using StoreUpgrades"). A store of the database that is no
 // longer mounted is removed in the working version, with a warning: rootmulti
 // drops it from the commit info, and so from the app hash, too.
-func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) (err error) {
+//
+// A load refused by the checks that need no reopening (store types, a
+// version the database does not have) changes nothing, as with rootmulti. One
+// that fails after the database was closed (an upgrade rootmulti refuses
+// too) loads the latest version again, so that the multistore stays usable;
+// the uncommitted writes are gone then.
+func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) error {
+	if err := s.checkLoad(ver); err != nil {
+		return err
+	}
+	loaded := s.db.Load() != nil
 	if err := s.closeDB(); err != nil {
 		return err
 	}
+	err := s.open(ver, upgrades)
+	if err != nil && loaded {
+		err = errors.Join(err, s.open(0, nil))
+	}
+	return err
+}
+
+// checkLoad returns why the mounted stores or ver cannot be loaded.
+func (s *MultiStore) checkLoad(ver int64) error {
 	for key, typ := range s.storeTypes {
 		switch typ {
 		case types.StoreTypeIAVL:
@@ -302,6 +321,16 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) (err 
 	}
 	if ver < 0 || ver > latest {
 		return fmt.Errorf("%w: cannot load version %d, the latest version is %d", multitree.ErrVersion, ver, latest)
+	}
+	return nil
+}
+
+// open opens the database at ver (0: the latest), applies the upgrades and
+// builds the mounted stores (see loadVersion); no database is open.
+func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) {
+	latest, err := multitree.LatestVersion(s.dir)
+	if err != nil {
+		return err
 	}
 	opts := s.cfg.dbOptions()
 	opts.CreateIfMissing = true
