@@ -1475,6 +1475,9 @@ func (db *DB) stopUnmapper() {
 // twice that size before the next collection finds them. One collection
 // per background rewrite keeps the peak near the live heap instead.
 // RewriteSnapshot, meant for offline use, leaves it to the runtime.
+// RewriteSnapshot and the commits by a snapshot flush the log themselves
+// before they switch; for a background switch the goroutine flushes it
+// before it unmaps.
 func (db *DB) unmapLater(closeAll func(), collect bool) {
 	db.unmapper.Lock()
 	if db.unmapper.closed {
@@ -1487,6 +1490,13 @@ func (db *DB) unmapLater(closeAll func(), collect bool) {
 	hook := db.unmapHook
 	go func() {
 		defer db.unmapper.wg.Done()
+		if collect && db.log != nil {
+			// The log's queue (AsyncCommitBuffer) may still hold entries
+			// of the versions read from these snapshots, with values read
+			// from them without a copy (GetZeroCopy) and set again: they
+			// are written before the snapshots are unmapped.
+			_ = db.log.Flush()
+		}
 		if hook != nil {
 			hook()
 		}

@@ -210,3 +210,63 @@ func testCollectAfterSwitch(t *testing.T, background bool) {
 		t.Fatalf("RewriteSnapshot and the release of views of old versions ran %d collections", n)
 	}
 }
+
+// TestUnmapAfterLogWritten: an asynchronous log may still hold the entry of
+// the version a background switch replaced the snapshots under, and that
+// entry may hold slices of them (a value read with GetZeroCopy and set
+// again). The replaced snapshots are unmapped only after the log has
+// written it: here the entry is 64 MiB, so that the writer is still busy
+// with it when the switching Commit returns.
+func TestUnmapAfterLogWritten(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 3,
+		AsyncCommitBuffer: 4, ViewCacheSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	written := make(chan int64, 8)
+	SetUnmapHook(db, func() { written <- db.log.WrittenVersion() })
+	commit := func(v int64, key string, value []byte) {
+		t.Helper()
+		if err := db.Set("a", []byte(key), value); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(1, "k1", []byte("value of k1"))
+	if err := db.RewriteSnapshot(context.Background()); err != nil { // k1 is in snapshot 1
+		t.Fatal(err)
+	}
+	commit(2, "x", []byte("2"))
+	commit(3, "x", []byte("3"))
+	commit(4, "x", []byte("4")) // starts the rewrite of 4
+	waitRewrite(db)
+	k1, err := db.WorkingTree("a").GetZeroCopy([]byte("k1")) // a slice of snapshot 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set("a", []byte("k2"), k1); err != nil {
+		t.Fatal(err)
+	}
+	db.unmapper.wg.Wait() // snapshot 0's unmapping, after RewriteSnapshot
+	for len(written) > 0 {
+		<-written
+	}
+	commit(5, "big", make([]byte, 64<<20)) // switches to the snapshot of 4
+	if got := db.SnapshotVersion(); got != 4 {
+		t.Fatalf("snapshot version %d after the switch, want 4", got)
+	}
+	select {
+	case w := <-written:
+		if w < 5 {
+			t.Fatalf("snapshot 1 was unmapped with the log written up to version %d, before version 5", w)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("snapshot 1 was not unmapped")
+	}
+	if v, err := db.Get("a", []byte("k2")); err != nil || string(v) != "value of k1" {
+		t.Fatalf("k2 = %q, %v", v, err)
+	}
+}
