@@ -1045,6 +1045,10 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
 const hashAfterApplyPairs = 64
 
 // Set sets key to value in store's working tree. The tree retains both.
+// value may be a slice of a working tree's snapshot (GetZeroCopy): the
+// database keeps that snapshot mapped until the version's log entry is
+// written, and the trees that replace it at a background switch copy what
+// they keep of it.
 func (db *DB) Set(store string, key, value []byte) error {
 	return db.write(store, wal.KVPair{Key: key, Value: value})
 }
