@@ -25,6 +25,10 @@ type SyncGroup struct {
 	files []groupFile
 	early []error // of the fsyncs run early to bound the open files
 	done  bool
+	// synced is set by Sync, with its outcome in result, which later
+	// calls return
+	synced bool
+	result error
 }
 
 // groupFile is a file of a SyncGroup and the path its errors name.
@@ -81,14 +85,23 @@ func (g *SyncGroup) AddDir(dir string) error {
 func (g *SyncGroup) Add(f *os.File) error { return g.add(f, f.Name()) }
 
 // Sync fsyncs every file and directory of the group concurrently, closes
-// them and returns the errors, each naming its path. It may be called
-// once; later calls, and Close, do nothing.
+// them and returns the errors, each naming its path. Later calls return
+// the same outcome (a failed group never becomes durable by retrying), and
+// a call after Close an error wrapping ErrClosed; Close after Sync does
+// nothing.
 func (g *SyncGroup) Sync() error {
 	files, early := g.take()
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if files == nil {
-		return nil
+		if g.synced {
+			return g.result
+		}
+		return fmt.Errorf("%w: the sync group was closed without syncing", ErrClosed)
 	}
-	return errors.Join(errors.Join(early...), syncAll(files))
+	g.synced = true
+	g.result = errors.Join(errors.Join(early...), syncAll(files))
+	return g.result
 }
 
 // syncAll fsyncs and closes files concurrently and returns the errors.

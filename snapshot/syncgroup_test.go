@@ -127,8 +127,8 @@ func TestDeferSync(t *testing.T) {
 }
 
 // TestSyncGroupFailure fails one fsync of a group: Sync returns an error
-// naming the file, still syncs and closes the rest, and the group takes
-// no more files.
+// naming the file, still syncs and closes the rest, returns the failure
+// again if called again, and the group takes no more files.
 func TestSyncGroupFailure(t *testing.T) {
 	keys, values := sortedKVs(rand.New(rand.NewSource(4)), 500)
 	parent := t.TempDir()
@@ -150,6 +150,9 @@ func TestSyncGroupFailure(t *testing.T) {
 	}
 	if n := openFDs(t); n != fds {
 		t.Errorf("%d descriptors open after a failed Sync, %d before", n, fds)
+	}
+	if again := g.Sync(); again == nil || again.Error() != err.Error() {
+		t.Errorf("Sync again after a failed Sync: %v, want the same failure", again)
 	}
 	f, err := os.Open(parent)
 	if err != nil {
@@ -183,8 +186,8 @@ func TestSyncGroupClose(t *testing.T) {
 	if got := synced(); len(got) != 0 {
 		t.Errorf("Close synced %v", got)
 	}
-	if err := g.Sync(); err != nil {
-		t.Errorf("Sync after Close: %v", err)
+	if err := g.Sync(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Sync after Close: %v, want ErrClosed (nothing was made durable)", err)
 	}
 	if got := synced(); len(got) != 0 {
 		t.Errorf("Sync after Close synced %v", got)
