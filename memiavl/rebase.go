@@ -186,8 +186,10 @@ func (rb *Rebaser) Version() int64 { return rb.version }
 // the snapshot the write read from; it is only read. The result shares with
 // it only leaves later than the written version, none of which holds bytes
 // of the old snapshot. When t records the keys changed since the written
-// version or earlier (StartNextTouches), the result's point reads of the
-// other keys go straight to the new snapshot; otherwise they descend.
+// version (StartNextTouches at the version written, with the written
+// tree's root hash: the snapshot is of t's own line of versions), the
+// result's point reads of the other keys go straight to the new snapshot;
+// otherwise they descend.
 func (rb *Rebaser) Rebase(ctx context.Context, t *Tree) (_ *Tree, err error) {
 	if rb.err != nil {
 		return nil, rb.err
@@ -209,9 +211,10 @@ func (rb *Rebaser) Rebase(ctx context.Context, t *Tree) (_ *Tree, err error) {
 	}
 	rb.version = t.version
 	nt := &Tree{pers: rb.base.pers, root: root, saved: root, version: t.version, initial: t.initial}
-	if t.next != nil && t.next.from <= rb.m.version {
-		// every key changed since the new snapshot's version is in it
-		nt.touched = t.next
+	if n := t.next; n != nil && n.from == rb.m.version && bytes.Equal(n.fromHash, rb.base.RootHash()) {
+		// the new snapshot holds t's own version from: every key that
+		// differs from it is in the set
+		nt.touched = n
 	}
 	return nt, nil
 }

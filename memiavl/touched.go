@@ -31,11 +31,15 @@ import (
 // Memory is bounded: when no further filter fits in maxTouchWords words
 // the set is full and reports every key.
 type touchSet struct {
-	from   int64 // changes of versions after from are recorded
-	chain  atomic.Pointer[[]*touchBloom]
-	added  atomic.Int64 // keys added to the last filter
-	full   atomic.Bool
-	growMu sync.Mutex
+	from int64 // changes of versions after from are recorded
+	// fromHash is the root hash of the tree at from, when a tree started
+	// the set for a rewrite of that version (StartNextTouches): a rebase
+	// onto a snapshot of another tree of that version must not adopt it
+	fromHash []byte
+	chain    atomic.Pointer[[]*touchBloom]
+	added    atomic.Int64 // keys added to the last filter
+	full     atomic.Bool
+	growMu   sync.Mutex
 }
 
 type touchBloom struct {

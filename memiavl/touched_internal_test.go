@@ -1,10 +1,15 @@
 package memiavl
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
 func touchKey(i int) []byte {
@@ -163,5 +168,78 @@ func TestStartNextTouches(t *testing.T) {
 	}
 	if !tr.next.mayContain(touchHash([]byte("a"))) {
 		t.Fatal("a removal is not recorded")
+	}
+}
+
+// TestRebaseAdoptsOwnLineFilter: a rebased tree reads unchanged keys
+// straight from the new snapshot (its filter of changed keys) only when the
+// snapshot holds the tree's own version at which the filter started. Rebased
+// onto the snapshot of a copy that changed on its own (taken before
+// StartNextTouches, then written at the same version), every node still
+// checks by hash, but the filter misses the copy's changes: the rebased tree
+// must read by descending, or a key only the copy has would be found.
+func TestRebaseAdoptsOwnLineFilter(t *testing.T) {
+	for _, diverge := range []bool{false, true} {
+		ctx := context.Background()
+		b, _ := New(Options{})
+		for _, k := range []string{"a", "c"} {
+			if _, err := b.Set([]byte(k), []byte("v"+k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustSave := func(tr *Tree) {
+			if _, _, err := tr.SaveVersion(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustSave(b) // 1
+		written := b.Copy()
+		if diverge {
+			mustSave(b) // 2, no change
+		}
+		if !b.StartNextTouches() {
+			t.Fatal("StartNextTouches refused a saved tree")
+		}
+		if diverge {
+			if _, err := written.Set([]byte("d"), []byte("vd")); err != nil {
+				t.Fatal(err)
+			}
+			mustSave(written) // 2, with d
+		}
+		dir := filepath.Join(t.TempDir(), "snap")
+		m, err := written.WriteSnapshotMapped(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Set([]byte("e"), []byte("ve")); err != nil {
+			t.Fatal(err)
+		}
+		mustSave(b)
+		s, err := snapshot.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		base, err := NewFromSnapshot(s, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := NewRebaser(base, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nt, err := rb.Rebase(ctx, b)
+		if err != nil {
+			t.Fatalf("diverge=%v: %v", diverge, err)
+		}
+		if got, want := nt.touched != nil, !diverge; got != want {
+			t.Errorf("diverge=%v: the rebased tree reads unchanged keys from the snapshot: %v, want %v", diverge, got, want)
+		}
+		for k, want := range map[string]string{"a": "va", "c": "vc", "d": "", "e": "ve"} {
+			v, err := nt.Get([]byte(k))
+			if err != nil || !bytes.Equal(v, []byte(want)) && !(want == "" && v == nil) {
+				t.Errorf("diverge=%v: Get(%q) = %q, %v; want %q", diverge, k, v, err, want)
+			}
+		}
 	}
 }

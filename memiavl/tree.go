@@ -181,6 +181,7 @@ func (t *Tree) StartNextTouches() bool {
 		hint = t.touched.keys()
 	}
 	t.next = newTouchSet(t.version, hint)
+	t.next.fromHash = t.RootHash()
 	return true
 }
 
