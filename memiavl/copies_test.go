@@ -1,10 +1,14 @@
 package memiavl_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
@@ -108,4 +112,69 @@ func TestCopiesReadTheirVersion(t *testing.T) {
 			check("tree beside the changed copy", tr, state)
 		})
 	}
+}
+
+// TestExclusiveUnsavedRefused: in exclusive mode (SetExclusive, as a replay
+// uses it) a change updates the nodes of the last saved version in place,
+// so until the next save the tree cannot give that version out: Copy
+// panics, Export and snapshot writes fail with ErrExclusive, rather than
+// handing out unsaved content under the saved version (shared with a tree
+// that goes on changing it). Right after a save all of them work.
+func TestExclusiveUnsavedRefused(t *testing.T) {
+	tr, err := memiavl.New(memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(value string) {
+		t.Helper()
+		for i := 0; i < 8; i++ {
+			if _, err := tr.Set([]byte(fmt.Sprintf("k%d", i)), []byte(value)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	set("v1")
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	tr.SetExclusive(1)
+	set("v2")
+	h2, _, err := tr.SaveVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Set([]byte("k3"), []byte("unsaved")); err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomeOf(func() { tr.Copy() }); !strings.Contains(got, memiavl.ErrExclusive.Error()) {
+		t.Errorf("Copy with unsaved exclusive changes: %s", got)
+	}
+	if _, err := tr.Export().Next(); !errors.Is(err, memiavl.ErrExclusive) {
+		t.Errorf("Export with unsaved exclusive changes: %v", err)
+	}
+	if err := tr.WriteSnapshot(context.Background(), filepath.Join(t.TempDir(), "s")); !errors.Is(err, memiavl.ErrExclusive) {
+		t.Errorf("WriteSnapshot with unsaved exclusive changes: %v", err)
+	}
+	h3, _, err := tr.SaveVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(h2, h3) {
+		t.Fatal("version 3 has version 2's hash")
+	}
+	c := tr.Copy()
+	if v, _ := c.Get([]byte("k3")); string(v) != "unsaved" || !bytes.Equal(c.RootHash(), h3) {
+		t.Errorf("copy after the save: k3=%q, hash %X, want %X", v, c.RootHash(), h3)
+	}
+}
+
+// outcomeOf runs f and returns its panic as text, "ok" without one.
+func outcomeOf(f func()) (s string) {
+	defer func() {
+		if r := recover(); r != nil {
+			s = fmt.Sprint(r)
+		}
+	}()
+	f()
+	return "ok"
 }

@@ -31,6 +31,11 @@ var (
 	// node's hash differs from the one it replaces.
 	ErrRebase = errors.New("memiavl: cannot rebase tree")
 
+	// ErrExclusive is returned by a snapshot write or an export of a tree
+	// in exclusive mode (SetExclusive) with unsaved changes: those changed
+	// its last saved version in place.
+	ErrExclusive = errors.New("memiavl: exclusive tree with unsaved changes")
+
 	// ErrExportDone is returned by Exporter.Next after the last node. (It plays
 	// the part of cosmos/iavl's ErrorExportDone.)
 	ErrExportDone = errors.New("memiavl: export is complete")

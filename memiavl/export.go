@@ -55,6 +55,9 @@ type exportFrame struct {
 // working changes since that version are not exported. A tree that has
 // never been saved exports as the empty tree.
 func (t *Tree) Export() *Exporter {
+	if t.excl && t.dirty {
+		return &Exporter{err: fmt.Errorf("%w: Export; save first", ErrExclusive)}
+	}
 	c := t.Copy()
 	e := &Exporter{t: c, stack: make([]exportFrame, 0, 64)}
 	if !c.root.isNil() {

@@ -117,6 +117,9 @@ func WithSyncGroup(g *snapshot.SyncGroup) WriteOption {
 }
 
 func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts []WriteOption) (err error) {
+	if t.excl && t.dirty {
+		return fmt.Errorf("%w: snapshot write; save first", ErrExclusive)
+	}
 	var cfg writeConfig
 	for _, o := range opts {
 		o(&cfg)

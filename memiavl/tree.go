@@ -141,6 +141,9 @@ func (t *Tree) IsEmpty() bool { return t.root.isNil() }
 // The copy does not see t's later changes and t does not see the copy's. It is
 // cheap: no node is copied until one side mutates it.
 func (t *Tree) Copy() *Tree {
+	if t.excl && t.dirty {
+		panic(fmt.Errorf("%w: Copy; save first", ErrExclusive))
+	}
 	if t.excl { // only a tree nobody else reads has it set
 		t.excl = false // its nodes are shared from now on
 	}
@@ -366,8 +369,12 @@ func (t *Tree) hashParallel(r ref, depth int) {
 		defer func() { panicked = recover() }()
 		t.hashParallel(n.left, depth-1)
 	}()
-	t.hashParallel(n.right, depth-1)
-	wg.Wait()
+	func() {
+		// a panic here too waits for the goroutine, which must not
+		// hash on after the caller has recovered
+		defer wg.Wait()
+		t.hashParallel(n.right, depth-1)
+	}()
 	if panicked != nil {
 		panic(panicked)
 	}
@@ -500,7 +507,10 @@ func (t *Tree) owns(n *node, v int64) bool {
 // other goroutine reads them. Until ClearExclusive or the next Copy,
 // mutations then update those nodes in place, as they do uncommitted ones,
 // instead of copying them, which saves the copies (and their garbage) when
-// replaying many versions into a tree that nobody reads meanwhile.
+// replaying many versions into a tree that nobody reads meanwhile. Such a
+// mutation changes the last saved version too, so until the next save the
+// tree cannot give it out: Copy panics and Export and the snapshot writes
+// fail with ErrExclusive.
 func (t *Tree) SetExclusive(v int64) { t.excl, t.exclAbove = true, v }
 
 // ClearExclusive ends SetExclusive: committed nodes are copied on mutation
