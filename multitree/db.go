@@ -330,6 +330,26 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		return nil, err
 	}
 	last := db.log.LastVersion()
+	if base == 0 {
+		// snapshot 0 records the initial version of the database's
+		// creation; SetInitialVersion may have changed it before the
+		// first commit, which the log starts with (a later snapshot
+		// records it, and Verify checks the log against it)
+		if first := db.log.FirstVersion(); first > 1 {
+			db.mu.initial = first
+		}
+	}
+	if !opts.ReadOnly && !opts.Rollback && pending == 0 && base < current && last < current {
+		// The log ends before the current snapshot (see below), and the
+		// writer asked for an older version without a rollback: the
+		// versions it would commit again up to the current snapshot's
+		// could not all be checked against the log, and the current
+		// snapshot would be kept beside different ones. The next Open
+		// without a target repairs this state; a rollback to the older
+		// version works from it.
+		return nil, fmt.Errorf("%w: target %d: the log ends at version %d, before the current snapshot's %d; without a rollback, versions before %d cannot be loaded for writing",
+			ErrVersion, at, last, current, current)
+	}
 	if !opts.ReadOnly && base > 0 && last < base {
 		// The snapshot is newer than the durable end of the log, or the
 		// log is empty: a crash inside a version committed by a snapshot
@@ -528,6 +548,11 @@ func (db *DB) create() error {
 			return err
 		}
 		trees[name] = t
+	}
+	// a snapshot 0 without current is what an interrupted create or
+	// import left: it is not this database's, which is written anew
+	if err := removeSnapshotDir(db.dir, 0); err != nil {
+		return err
 	}
 	if err := writeSnapshotDir(context.Background(), db.dir, 0, db.opts.InitialVersion, trees, 1, nil, nil); err != nil {
 		return err

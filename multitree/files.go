@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -215,6 +216,12 @@ func removeSnapshotDir(dir string, v int64) error {
 		}
 		return err
 	}
+	// the rename must be durable before the files go: a power loss could
+	// otherwise keep the removals inside and lose the rename, leaving a
+	// snapshot in part under its own name
+	if err := syncDir(dir); err != nil {
+		return err
+	}
 	return os.RemoveAll(gone)
 }
 
@@ -252,7 +259,7 @@ func removeLeftovers(dir string, current int64) error {
 			newer = append(newer, v)
 			return false
 		}
-		return filepath.Ext(name) == tmpSuffix
+		return ownTemporary(name)
 	})
 	if err != nil || len(newer) == 0 {
 		return err
@@ -263,6 +270,25 @@ func removeLeftovers(dir string, current int64) error {
 		}
 	}
 	return syncDir(dir)
+}
+
+// ownTemporary reports whether name is a temporary entry the database
+// writes in its directory: a snapshot directory written or being removed,
+// or the temporary file of current, rollback or rollbacks. Other names
+// ending in ".tmp" are someone else's and stay.
+func ownTemporary(name string) bool {
+	base, ok := strings.CutSuffix(name, tmpSuffix)
+	if !ok {
+		return false
+	}
+	if _, isSnap := parseSnapshotDirName(strings.TrimSuffix(base, prunedSuffix)); isSnap {
+		return true
+	}
+	switch base {
+	case currentFileName, rollbackFileName, rollbacksName:
+		return true
+	}
+	return false
 }
 
 // removeEntries removes the entries of dir whose names match, and fsyncs dir

@@ -27,7 +27,9 @@ import (
 // renamed into place and the parent directory fsynced; "current" is replaced
 // the same way. A pruned snapshot directory is first renamed to
 // "<name>.pruned.tmp", then removed, so that readers list it whole or not at
-// all. Leftover ".tmp" entries are removed by the next writer Open.
+// all. The database's leftover ".tmp" entries (of snapshot directories and of
+// current, rollback and rollbacks) are removed by the next writer Open; other
+// entries are left alone.
 //
 // A store's tree directory is "s-" followed by its name when the name consists
 // only of [A-Za-z0-9_.-] (and is at most 100 bytes), else "x-" and the name in
@@ -286,7 +288,10 @@ func parseSnapshotDirName(name string) (int64, bool) {
 		return 0, false
 	}
 	v, err := strconv.ParseInt(name[len(snapshotPrefix):], 10, 64)
-	return v, err == nil && v >= 0
+	// only the database's own spelling: ParseInt takes a sign too, and a
+	// name like "snapshot-+0000000000000000012" would sort before the
+	// others, which the listing relies on
+	return v, err == nil && v >= 0 && snapshotDirName(v) == name
 }
 
 var plainName = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,100}$`)
