@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
@@ -123,7 +124,9 @@ func latestVersionOnce(dir string) (int64, error) {
 // across stores does not matter, only within a store. The SDK writes a
 // block's stores in map order (cachemulti.Store.Write), so a re-executed
 // block reaches the database with its stores in another order. Change sets
-// without pairs change nothing and are left out.
+// without pairs change nothing and are left out. The stores an upgrade adds
+// or deletes are sorted too (the deletions apply first, then the renames
+// in order, then the additions, so neither list's order matters).
 func canonicalEntry(e wal.Entry) wal.Entry {
 	byStore := map[string][]wal.KVPair{}
 	var names []string
@@ -138,6 +141,8 @@ func canonicalEntry(e wal.Entry) wal.Entry {
 	}
 	sort.Strings(names)
 	out := e
+	out.Upgrades.Added = slices.Sorted(slices.Values(e.Upgrades.Added))
+	out.Upgrades.Deleted = slices.Sorted(slices.Values(e.Upgrades.Deleted))
 	out.ChangeSets = make([]wal.ChangeSet, len(names))
 	for i, name := range names {
 		out.ChangeSets[i] = wal.ChangeSet{Name: name, Pairs: byStore[name]}

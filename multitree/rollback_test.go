@@ -409,6 +409,61 @@ func TestReadOnlyOpenBesideRollback(t *testing.T) {
 	}
 }
 
+// TestRecommitUpgradeOrder: re-committing a logged version whose upgrades
+// add or delete the same stores in another order (over several calls, or
+// within one) is accepted: the stores, and so the app hash, are the same.
+func TestRecommitUpgradeOrder(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a", "b", "c"}, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upgrade := func(db *DB, ups ...wal.Upgrades) {
+		t.Helper()
+		for _, u := range ups {
+			if err := db.ApplyUpgrades(u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Set("x", []byte("k"), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{"a", "b", "c"} {
+		if err := db.Set(s, []byte("k"), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	upgrade(db, wal.Upgrades{Added: []string{"x", "y"}, Deleted: []string{"a", "b"}})
+	info2, err := db.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, ups := range [][]wal.Upgrades{
+		{{Added: []string{"y", "x"}, Deleted: []string{"b", "a"}}},
+		{{Deleted: []string{"b"}, Added: []string{"y"}}, {Deleted: []string{"a"}, Added: []string{"x"}}},
+	} {
+		db, err := Open(dir, Options{TargetVersion: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		upgrade(db, ups...)
+		info, err := db.Commit()
+		if err != nil || !bytes.Equal(info.Hash(), info2.Hash()) {
+			t.Errorf("re-commit %d of version 2 with its upgrades in another order: %v", i, err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestRecommitSameTrees: re-committing a logged version (a writer open at
 // an older TargetVersion) is accepted when its writes differ from the
 // logged ones only by deletes of absent keys, as the trees and so the app
