@@ -165,16 +165,7 @@ func TestOpenLogBehindSnapshot(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	log, err := wal.Open(filepath.Join(dir, walDirName), wal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := log.TruncateBack(17); err != nil {
-		t.Fatal(err)
-	}
-	if err := log.Close(); err != nil {
-		t.Fatal(err)
-	}
+	cutLog(t, dir, 17)
 
 	if db, err = Open(dir, opts); err != nil {
 		t.Fatal(err)

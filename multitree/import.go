@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -380,12 +379,11 @@ func checkImportTarget(dir string) error {
 // the rollback and rollbacks files (or their temporary files) of a database
 // that was there, or a log directory holding only log segments.
 func importLeftover(dir, name string) bool {
-	base := strings.TrimSuffix(strings.TrimSuffix(name, tmpSuffix), prunedSuffix)
-	if _, ok := parseSnapshotDirName(base); ok {
+	if _, ok := parseSnapshotDirName(name); ok || ownTemporary(name) {
 		return true
 	}
 	switch name {
-	case lockFileName, currentFileName + tmpSuffix, rollbackFileName, rollbackFileName + tmpSuffix, rollbacksName, rollbacksName + tmpSuffix:
+	case lockFileName, rollbackFileName, rollbacksName:
 		return true
 	case walDirName:
 		// a directory (not a link) of segment files

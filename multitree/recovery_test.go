@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // TestInitialVersionAfterReopen: SetInitialVersion changes the initial
@@ -190,16 +188,7 @@ func TestTargetBelowCurrentWithShortLog(t *testing.T) {
 		if versions, _ := listSnapshots(dir); fmt.Sprint(versions) != "[10 20]" {
 			t.Fatalf("snapshots %v", versions)
 		}
-		log, err := wal.Open(filepath.Join(dir, walDirName), wal.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := log.TruncateBack(17); err != nil {
-			t.Fatal(err)
-		}
-		if err := log.Close(); err != nil {
-			t.Fatal(err)
-		}
+		cutLog(t, dir, 17)
 		return dir, hashes
 	}
 	dir, hashes := build(t)

@@ -15,6 +15,22 @@ import (
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
+// cutLog cuts the closed database's log in dir back to version v, as a
+// crash that lost the later entries would.
+func cutLog(t *testing.T, dir string, v int64) {
+	t.Helper()
+	l, err := wal.Open(filepath.Join(dir, walDirName), wal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.TruncateBack(v); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func commitN(t *testing.T, db *DB, seed int64, n int) map[int64][]byte {
 	t.Helper()
 	hashes := map[int64][]byte{}
@@ -174,14 +190,7 @@ func TestLogBehindSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	l, err := wal.Open(filepath.Join(dir, walDirName), wal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.TruncateBack(7); err != nil {
-		t.Fatal(err)
-	}
-	l.Close()
+	cutLog(t, dir, 7)
 	db, err = Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
