@@ -119,7 +119,8 @@ func (l *Log) appendAsync(e *Entry) error {
 	if e.Version < 1 {
 		return fmt.Errorf("%w: version %d", ErrInvalidEntry, e.Version)
 	}
-	if size := EncodedSize(*e); size > MaxEntrySize {
+	size := EncodedSize(*e)
+	if size > MaxEntrySize {
 		return fmt.Errorf("%w: version %d encodes to %d bytes, limit %d", ErrEntryTooLarge, e.Version, size, MaxEntrySize)
 	}
 	var err error
@@ -133,7 +134,7 @@ func (l *Log) appendAsync(e *Entry) error {
 		return err
 	}
 	select {
-	case l.queue <- request{entry: e, version: e.Version}:
+	case l.queue <- request{entry: e, size: frameHeaderSize + size, version: e.Version}:
 	case <-l.failed:
 		return l.stickyErr()
 	}
@@ -276,9 +277,7 @@ func (l *Log) runBatch(reqs []request) []request {
 		// queue's length and the entries' sizes.
 		size := 0
 		for _, r := range reqs {
-			if r.entry != nil {
-				size += frameHeaderSize + EncodedSize(*r.entry)
-			}
+			size += r.size
 		}
 		enc := slices.Grow(l.w.enc[:0], size)
 		ends := l.w.ends[:0]

@@ -124,6 +124,7 @@ type Log struct {
 // marker when done is set.
 type request struct {
 	entry   *Entry // an entry to encode and write (asynchronous mode)
+	size    int    // its record's size, frame included
 	version int64
 	done    chan error // flush marker: receives the outcome
 	sync    bool       // flush marker: fsync (unless SyncNone)
