@@ -326,7 +326,9 @@ func (s *MultiStore) checkLoad(ver int64) error {
 }
 
 // open opens the database at ver (0: the latest), applies the upgrades and
-// builds the mounted stores (see loadVersion); no database is open.
+// builds the mounted stores (see loadVersion); no database is open. It reads
+// the latest version again: checkLoad's was read beside the open database,
+// whose asynchronous log may have written more versions when it closed.
 func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) {
 	latest, err := multitree.LatestVersion(s.dir)
 	if err != nil {
