@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"errors"
+	"hash/crc32"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -143,5 +144,24 @@ func TestChecksumCheckLimiter(t *testing.T) {
 	c.SetLimiter(&countingLimiter{burst: 4096, budget: data / 2, err: errStop})
 	if err := c.Run(context.Background()); !errors.Is(err, errStop) {
 		t.Fatalf("failed wait: %v", err)
+	}
+}
+
+// TestCRCCombine: the checksum combined from two parts' is the checksum of
+// the parts one after the other, for lengths around the powers of two the
+// combination squares through, and empty parts.
+func TestCRCCombine(t *testing.T) {
+	r := testutil.Rand(t)
+	lens := []int{0, 1, 2, 3, 4, 7, 8, 9, 63, 64, 65, 1000, 4096, 65537, 1 << 20}
+	for _, la := range []int{0, 1, 100, 4097} {
+		for _, lb := range lens {
+			a, b := make([]byte, la), make([]byte, lb)
+			r.Read(a)
+			r.Read(b)
+			want := crc32.Update(crc32.Update(0, crcTable, a), crcTable, b)
+			if got := crcCombine(crc32.Update(0, crcTable, a), crc32.Update(0, crcTable, b), uint64(lb)); got != want {
+				t.Fatalf("lengths %d and %d: combined %08x, want %08x", la, lb, got, want)
+			}
+		}
 	}
 }

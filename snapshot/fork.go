@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,13 +21,18 @@ import (
 // right child of a root whose left child has L leaves, L and L-1.
 //
 // The forked writer takes AddLeaf, AddBranch and AddSubtree like w and
-// checks the same things, writing into scratch files of w's temporary
-// directory. Its leaf records and key hashes hold kvs offsets from the start
-// of its own entries; Join moves them. It is not safe for concurrent use
+// checks the same things. Its leaf and branch records, of fixed size, go
+// straight to their places in w's files; its kvs entries, index entries and
+// key hashes, whose places depend on what w writes before them, go to
+// scratch files of w's temporary directory, which Join appends. Its leaf
+// records and key hashes hold kvs offsets from the start of its own
+// entries; Join moves them. It is not safe for concurrent use
 // itself, but it and w may be used by different goroutines at once; they
 // share w's limiter (see SetLimiter), which must then be safe for
 // concurrent use. Finish and Fork of a forked writer fail: it ends with
-// w.Join or with its own Abort, which removes its scratch files.
+// w.Join or with its own Abort, which removes its scratch files; w's Finish
+// fails while a fork has not ended, and cuts its files back to its own
+// records after an aborted one.
 func (w *Writer) Fork(firstLeaf, firstBranch uint64) (*Writer, error) {
 	if err := w.usable(); err != nil {
 		return nil, err
@@ -53,6 +59,7 @@ func (w *Writer) Fork(firstLeaf, firstBranch uint64) (*Writer, error) {
 		lastKey:     make([]byte, 0, 64),
 		pace:        w.pace,
 	}
+	w.openForks.Add(1) // until p's Abort, which Join calls
 	// read back by Join
 	if err := p.createDataFiles(prefix, os.O_RDWR, 0o600); err != nil {
 		_ = p.Abort()
@@ -125,11 +132,13 @@ func (w *Writer) join(p *Writer) error {
 	delta := w.kvLen // p's kvs offsets start at 0
 	buf := make([]byte, writeBufferSize)
 	for i := range p.files {
-		rec, at := 0, 0
-		if i == metaFileIndexLeaves {
-			rec, at = RecordSize, leafOffKVOff
+		if p.files[i].placed {
+			if err := w.adopt(i, &p.files[i], buf, delta); err != nil {
+				return fmt.Errorf("snapshot: join %s: %w", dataFileNames[i], err)
+			}
+			continue
 		}
-		if err := appendFile(w.files[i].buf, p.files[i].f, p.files[i].n, buf, rec, at, delta); err != nil {
+		if err := appendFile(w.files[i].buf, p.files[i].f, p.files[i].n, buf, 0, 0, 0); err != nil {
 			return fmt.Errorf("snapshot: join %s: %w", dataFileNames[i], err)
 		}
 	}
@@ -142,6 +151,47 @@ func (w *Writer) join(p *Writer) error {
 	w.stack = append(w.stack, p.stack[0])
 	w.lastKey = append(w.lastKey[:0], p.lastKey...)
 	return nil
+}
+
+// adopt takes into w's data file i the records that the fork's file src
+// placed right after w's own: it moves the kvs offsets of leaf records by
+// delta, in place, and adds the records to the file's length and checksum.
+// w's next records go after them.
+func (w *Writer) adopt(i int, src *dataFile, buf []byte, delta uint64) error {
+	dst := &w.files[i]
+	// w's buffered records go before src's, at the file's own position
+	if err := dst.buf.Flush(); err != nil {
+		return err
+	}
+	if dst.n != src.base {
+		return fmt.Errorf("%w: %d bytes written before records placed from %d", ErrTreeShape, dst.n, src.base)
+	}
+	crc := src.crc
+	if i == metaFileIndexLeaves && delta != 0 {
+		buf = buf[:len(buf)/RecordSize*RecordSize]
+		crc = 0
+		for off := uint64(0); off < src.n; {
+			b := buf[:min(uint64(len(buf)), src.n-off)]
+			if _, err := src.f.ReadAt(b, int64(src.base+off)); err != nil {
+				return err
+			}
+			for j := leafOffKVOff; j+8 <= len(b); j += RecordSize {
+				binary.LittleEndian.PutUint64(b[j:], binary.LittleEndian.Uint64(b[j:])+delta)
+			}
+			if err := w.pace.wait(len(b)); err != nil {
+				return err
+			}
+			if _, err := src.f.WriteAt(b, int64(src.base+off)); err != nil {
+				return err
+			}
+			crc = crc32.Update(crc, crcTable, b)
+			off += uint64(len(b))
+		}
+	}
+	dst.crc = crcCombine(dst.crc, crc, src.n)
+	dst.n += src.n
+	_, err := dst.f.Seek(int64(dst.n), io.SeekStart)
+	return err
 }
 
 // firstKey reads the key of p's first leaf back from its kvs file.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand"
 	"path/filepath"
 	"testing"
 
@@ -13,7 +14,11 @@ import (
 
 // writeForked writes the evenly split tree over keys as writeTree does, but
 // the root's right subtree through a writer forked from the main one.
-func writeForked(t *testing.T, dir string, seed, version int64, keys, values [][]byte) {
+//
+// With abortFirst, a first fork writes more leaves and branches than the
+// right half has (keys after all of keys) and is aborted, and the main
+// writer then writes the right half itself.
+func writeForked(t *testing.T, dir string, seed, version int64, keys, values [][]byte, abortFirst bool) {
 	t.Helper()
 	w, g := newTreeWriter(t, dir, seed, version, false, keys, values)
 	n := len(keys)
@@ -23,13 +28,37 @@ func writeForked(t *testing.T, dir string, seed, version int64, keys, values [][
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.sink = p
-	r := g.build(a, n-a, -1)
+	if abortFirst {
+		junk := &treeGen{
+			r:           rand.New(rand.NewSource(seed + 1)),
+			kv:          func(i int) ([]byte, []byte) { return []byte(fmt.Sprintf("\xff\xff%08d", i)), []byte("1") },
+			treeVersion: version,
+			sink:        p,
+		}
+		junk.build(0, 2*n, -1)
+		if junk.err != nil {
+			t.Fatal(junk.err)
+		}
+		if err := p.Abort(); err != nil {
+			t.Fatal(err)
+		}
+		p = nil
+	}
+	var r genNode
+	if p == nil {
+		r = g.build(a, n-a, -1)
+	} else {
+		g.sink = p
+		r = g.build(a, n-a, -1)
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		if err := w.Join(p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if g.err != nil {
 		t.Fatal(g.err)
-	}
-	if err := w.Join(p); err != nil {
-		t.Fatal(err)
 	}
 	// the root, as treeGen makes it
 	nd := genNode{height: max(l.height, r.height) + 1, size: l.size + r.size}
@@ -46,9 +75,11 @@ func writeForked(t *testing.T, dir string, seed, version int64, keys, values [][
 
 // TestForkJoinSameBytes: a tree written with its right half through a
 // forked writer is the same bytes as one written by one writer (the moved
-// kvs offsets of the leaf records and of the lookup table included), for
-// sizes around the index stride (the forked half's index entries); the
-// scratch files are gone.
+// kvs offsets of the leaf records and of the lookup table included, and
+// the checksums of the files the fork's records were placed in), for sizes
+// around the index stride (the forked half's index entries); so is one
+// whose main writer wrote the right half after a fork that wrote more was
+// aborted; the scratch files are gone.
 func TestForkJoinSameBytes(t *testing.T) {
 	r := testutil.Rand(t)
 	sizes := []int{2, 3, 5, IndexStride - 1, IndexStride, IndexStride + 1, 2*IndexStride + 1, 1000, 3000 + r.Intn(1000)}
@@ -58,15 +89,27 @@ func TestForkJoinSameBytes(t *testing.T) {
 			parent := t.TempDir()
 			seed := r.Int63()
 			writeTree(t, filepath.Join(parent, "one"), seed, 50, false, keys, values)
-			writeForked(t, filepath.Join(parent, "forked"), seed, 50, keys, values)
-			one, forked := readDir(t, filepath.Join(parent, "one")), readDir(t, filepath.Join(parent, "forked"))
-			if len(one) != len(forked) {
-				t.Fatalf("files %d, forked %d", len(one), len(forked))
-			}
-			for name, b := range one {
-				if !bytes.Equal(forked[name], b) {
-					t.Fatalf("%s differs", name)
+			writeForked(t, filepath.Join(parent, "forked"), seed, 50, keys, values, false)
+			writeForked(t, filepath.Join(parent, "aborted"), seed, 50, keys, values, true)
+			one := readDir(t, filepath.Join(parent, "one"))
+			for _, dir := range []string{"forked", "aborted"} {
+				forked := readDir(t, filepath.Join(parent, dir))
+				if len(one) != len(forked) {
+					t.Fatalf("files %d, %s %d", len(one), dir, len(forked))
 				}
+				for name, b := range one {
+					if !bytes.Equal(forked[name], b) {
+						t.Fatalf("%s: %s differs", dir, name)
+					}
+				}
+			}
+			s, err := Open(filepath.Join(parent, "forked"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Verify(); err != nil {
+				t.Fatal(err)
 			}
 			if names := tmpEntries(t, parent); len(names) != 0 {
 				t.Fatalf("left behind: %v", names)
@@ -139,6 +182,12 @@ func TestForkMisuse(t *testing.T) {
 			_ = leaf(p, "b") // fails p
 			return w.Join(p)
 		}, ErrKeyOrder},
+		{"finish beside an open fork", func(w *Writer) error {
+			_ = leaf(w, "a")
+			p, _ := w.Fork(1, 0)
+			_ = leaf(p, "b")
+			return w.Finish()
+		}, ErrTreeShape},
 		{"join of another writer's fork", func(w *Writer) error {
 			o, err := NewWriter(w.dir+"-other", 10)
 			if err != nil {
@@ -190,8 +239,8 @@ func TestForkAbort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(forkFiles()); got != 5 {
-		t.Fatalf("%d scratch files for a fork, want 5", got)
+	if got := len(forkFiles()); got != 3 {
+		t.Fatalf("%d scratch files for a fork, want 3 (kvs, index, key hashes)", got)
 	}
 	if err := p.Abort(); err != nil {
 		t.Fatal(err)

@@ -324,3 +324,53 @@ func putUint40(b []byte, v uint64) {
 func uint40At(rec []byte, off int) uint64 {
 	return binary.LittleEndian.Uint64(rec[off:off+8]) & uint40Mask
 }
+
+// crcCombine returns the checksum (crcTable's) of the bytes a then b from
+// the checksums of a and of b and the length of b, without the bytes: the
+// method of zlib's crc32_combine, which applies the effect of lenB zero
+// bytes to crcA as a matrix over GF(2), squared for each bit of lenB.
+func crcCombine(crcA, crcB uint32, lenB uint64) uint32 {
+	if lenB == 0 {
+		return crcA
+	}
+	var even, odd [32]uint32 // operators for 2^k zero bits
+	odd[0] = crc32.Castagnoli
+	for n, row := 1, uint32(1); n < 32; n, row = n+1, row<<1 {
+		odd[n] = row
+	}
+	gf2Square(&even, &odd) // two zero bits
+	gf2Square(&odd, &even) // four
+	for {
+		gf2Square(&even, &odd) // the first round: one zero byte
+		if lenB&1 != 0 {
+			crcA = gf2Times(&even, crcA)
+		}
+		if lenB >>= 1; lenB == 0 {
+			break
+		}
+		gf2Square(&odd, &even)
+		if lenB&1 != 0 {
+			crcA = gf2Times(&odd, crcA)
+		}
+		if lenB >>= 1; lenB == 0 {
+			break
+		}
+	}
+	return crcA ^ crcB
+}
+
+func gf2Times(mat *[32]uint32, vec uint32) uint32 {
+	var sum uint32
+	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
+		if vec&1 != 0 {
+			sum ^= mat[i]
+		}
+	}
+	return sum
+}
+
+func gf2Square(square, mat *[32]uint32) {
+	for n := range mat {
+		square[n] = gf2Times(mat, mat[n])
+	}
+}

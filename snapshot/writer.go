@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -46,6 +47,11 @@ type crcFile struct {
 	n       uint64
 	crc     uint32
 	flushed uint64 // bytes handed to writeback
+	// placed: the bytes go to f from offset base on, with pwrite, instead
+	// of at f's own position: a forked writer's records of fixed size,
+	// written straight into their place in the parent's file (see Fork).
+	placed bool
+	base   uint64
 }
 
 // writebackChunk is how many written bytes start a writeback.
@@ -55,13 +61,19 @@ func (c *crcFile) Write(p []byte) (int, error) {
 	if err := c.pace.wait(len(p)); err != nil {
 		return 0, err
 	}
-	n, err := c.f.Write(p)
+	var n int
+	var err error
+	if c.placed {
+		n, err = c.f.WriteAt(p, int64(c.base+c.n))
+	} else {
+		n, err = c.f.Write(p)
+	}
 	c.crc = crc32.Update(c.crc, crcTable, p[:n])
 	c.n += uint64(n)
 	if c.n-c.flushed >= writebackChunk {
 		// Advisory: an error here (say, a file system without the call)
 		// changes nothing, as Finish fsyncs every file.
-		_ = unix.SyncFileRange(int(c.f.Fd()), int64(c.flushed), int64(c.n-c.flushed), unix.SYNC_FILE_RANGE_WRITE)
+		_ = unix.SyncFileRange(int(c.f.Fd()), int64(c.base+c.flushed), int64(c.n-c.flushed), unix.SYNC_FILE_RANGE_WRITE)
 		c.flushed = c.n
 	}
 	return n, err
@@ -122,7 +134,9 @@ type Writer struct {
 	parent               *Writer
 	forkPrefix           string
 	leafBase, branchBase uint64
-	forks                int // forks made, to name their files
+	forks                int          // forks made, to name their files
+	openForks            atomic.Int32 // forks neither joined nor aborted
+	forkEnded            bool         // a fork: counted out of its parent's openForks
 }
 
 // NewWriter starts a snapshot of a tree at the given version, to appear as
@@ -167,11 +181,36 @@ func NewWriter(dir string, version int64) (*Writer, error) {
 	return w, nil
 }
 
+// placedBase reports whether data file i of a forked writer is written
+// straight into the parent's file, and from which offset: the leaf and
+// branch records, whose places the fork's first leaf and branch give.
+func (w *Writer) placedBase(i int) (uint64, bool) {
+	if w.parent == nil || !placedFile(i) {
+		return 0, false
+	}
+	if i == metaFileIndexLeaves {
+		return w.leafBase * RecordSize, true
+	}
+	return w.branchBase * RecordSize, true
+}
+
+// placedFile reports whether forked writers write data file i straight
+// into the parent's.
+func placedFile(i int) bool { return i == metaFileIndexLeaves || i == metaFileIndexBranch }
+
 // createDataFiles creates the streamed data files, named prefix+name,
 // opened with flag (O_WRONLY or O_RDWR), and their buffers.
 func (w *Writer) createDataFiles(prefix string, flag int, perm os.FileMode) error {
 	for i, name := range dataFileNames[:len(w.files)] {
-		f, err := os.OpenFile(prefix+name, flag|os.O_CREATE|os.O_EXCL, perm)
+		var f *os.File
+		var err error
+		if base, ok := w.placedBase(i); ok {
+			// read back and patched in place by Join
+			f, err = os.OpenFile(filepath.Join(w.parent.tmp, name), os.O_RDWR, 0)
+			w.files[i].placed, w.files[i].base = true, base
+		} else {
+			f, err = os.OpenFile(prefix+name, flag|os.O_CREATE|os.O_EXCL, perm)
+		}
 		if err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
@@ -352,6 +391,10 @@ func (w *Writer) Finish() error {
 	if len(w.stack) > 1 {
 		return w.fail(fmt.Errorf("%w: %d subtrees without a parent at finish", ErrTreeShape, len(w.stack)))
 	}
+	if n := w.openForks.Load(); n != 0 {
+		// it would go on writing into the files
+		return w.fail(fmt.Errorf("%w: %d forked writers neither joined nor aborted at finish", ErrTreeShape, n))
+	}
 	m := meta{
 		formatVersion: FormatVersion,
 		treeVersion:   w.version,
@@ -369,6 +412,12 @@ func (w *Writer) Finish() error {
 			return w.fail(fmt.Errorf("snapshot: write %s: %w", dataFileNames[i], err))
 		}
 		m.files[i] = fileInfo{length: df.n, crc: df.crc}
+		if placedFile(i) && w.forks > 0 {
+			// an aborted fork may have written past the records
+			if err := df.f.Truncate(int64(df.n)); err != nil {
+				return w.fail(fmt.Errorf("snapshot: truncate %s: %w", dataFileNames[i], err))
+			}
+		}
 	}
 	// The data files are synced while the lookup table is built: the
 	// fsyncs wait on the disk, the build on the processor.
@@ -543,6 +592,10 @@ func (w *Writer) Abort() error {
 			}
 		}
 		w.forkPrefix = ""
+	}
+	if w.parent != nil && !w.forkEnded {
+		w.forkEnded = true
+		w.parent.openForks.Add(-1)
 	}
 	if !w.finished {
 		w.finished = true
