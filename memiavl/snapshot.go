@@ -71,10 +71,13 @@ type writeConfig struct {
 // the calling one writes the left (snapshot.Writer.Fork and Join), when the
 // root is an in-memory node over at least SplitMinLeaves leaves: the write
 // of one large tree then keeps two processors busy. The files are the same
-// bytes. The right half goes through scratch files (its size again on
-// disk until the join) and is copied once more at the join, so the write
-// does more work in all; it pays where a processor would otherwise idle. With WithLimiter, the limiter must be safe for concurrent use
-// (a *rate.Limiter is).
+// bytes. The right half's leaf and branch records go straight to their
+// places, but its key-value entries go through a scratch file and are
+// copied once more at the join, and its leaf records are read and
+// rewritten there (their entries' offsets move), so the write does more
+// work in all; it pays where a processor would otherwise idle. With
+// WithLimiter, the limiter must be safe for concurrent use (a
+// *rate.Limiter is).
 func WithSplit() WriteOption {
 	return func(c *writeConfig) { c.split = true }
 }

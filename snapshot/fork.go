@@ -30,9 +30,13 @@ import (
 // itself, but it and w may be used by different goroutines at once; they
 // share w's limiter (see SetLimiter), which must then be safe for
 // concurrent use. Finish and Fork of a forked writer fail: it ends with
-// w.Join or with its own Abort, which removes its scratch files; w's Finish
-// fails while a fork has not ended, and cuts its files back to its own
-// records after an aborted one.
+// w.Join or with its own Abort, which removes its scratch files.
+//
+// One fork may be open at a time: until it ends, Fork fails, and so do
+// w's writes of records at or past the fork's first leaf or branch, which
+// are the fork's places, and w's Finish; each of these failures fails w.
+// After an aborted fork w may write those records itself (or fork again):
+// Finish cuts the files back to w's own records.
 func (w *Writer) Fork(firstLeaf, firstBranch uint64) (*Writer, error) {
 	if err := w.usable(); err != nil {
 		return nil, err
@@ -40,9 +44,12 @@ func (w *Writer) Fork(firstLeaf, firstBranch uint64) (*Writer, error) {
 	switch {
 	case w.parent != nil:
 		return nil, w.fail(fmt.Errorf("%w: fork of a forked writer", ErrTreeShape))
-	case firstLeaf < w.leafCount || firstBranch < w.branchCount || firstLeaf >= MaxLeaves:
+	case firstLeaf < w.leafCount || firstBranch < w.branchCount || firstLeaf >= MaxLeaves || firstBranch >= max(firstLeaf, 1):
+		// a subtree from leaf L has at most L-1 branches before it
 		return nil, w.fail(fmt.Errorf("%w: fork at leaf %d and branch %d, with %d leaves and %d branches written",
 			ErrTreeShape, firstLeaf, firstBranch, w.leafCount, w.branchCount))
+	case w.openForks.Load() != 0:
+		return nil, w.fail(fmt.Errorf("%w: fork while another fork is open", ErrTreeShape))
 	}
 	w.forks++
 	prefix := filepath.Join(w.tmp, fmt.Sprintf("fork-%d.", w.forks))
@@ -59,6 +66,7 @@ func (w *Writer) Fork(firstLeaf, firstBranch uint64) (*Writer, error) {
 		lastKey:     make([]byte, 0, 64),
 		pace:        w.pace,
 	}
+	w.forkLeaf, w.forkBranch = firstLeaf, firstBranch
 	w.openForks.Add(1) // until p's Abort, which Join calls
 	// read back by Join
 	if err := p.createDataFiles(prefix, os.O_RDWR, 0o600); err != nil {

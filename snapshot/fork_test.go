@@ -35,7 +35,7 @@ func writeForked(t *testing.T, dir string, seed, version int64, keys, values [][
 			treeVersion: version,
 			sink:        p,
 		}
-		junk.build(0, 2*n, -1)
+		junk.build(0, max(2*n, 5000), -1) // past a write buffer: on disk
 		if junk.err != nil {
 			t.Fatal(junk.err)
 		}
@@ -119,8 +119,10 @@ func TestForkJoinSameBytes(t *testing.T) {
 }
 
 // TestForkMisuse: a fork at the wrong place, a Join that does not fit, a
-// fork of a fork and Finish of a fork fail with the error that says so, and
-// every scratch file goes with Abort.
+// fork of a fork, Finish of a fork, and, while a fork is open, its
+// parent's Finish, a second fork and the parent's records in the fork's
+// places fail with the error that says so, and every scratch file goes
+// with Abort.
 func TestForkMisuse(t *testing.T) {
 	h := leafHash("a", "1", 1)
 	leaf := func(w *Writer, k string) error { return w.AddLeaf([]byte(k), []byte("1"), 1, h) }
@@ -185,8 +187,34 @@ func TestForkMisuse(t *testing.T) {
 		{"finish beside an open fork", func(w *Writer) error {
 			_ = leaf(w, "a")
 			p, _ := w.Fork(1, 0)
+			defer p.Abort()
 			_ = leaf(p, "b")
 			return w.Finish()
+		}, ErrTreeShape},
+		{"a second fork while one is open", func(w *Writer) error {
+			_ = leaf(w, "a")
+			p, _ := w.Fork(1, 0)
+			defer p.Abort()
+			_, err := w.Fork(1, 0)
+			return err
+		}, ErrTreeShape},
+		{"a leaf in an open fork's place", func(w *Writer) error {
+			_ = leaf(w, "a")
+			p, _ := w.Fork(1, 0)
+			defer p.Abort()
+			return leaf(w, "b")
+		}, ErrTreeShape},
+		{"a branch in an open fork's place", func(w *Writer) error {
+			_ = leaf(w, "a")
+			_ = leaf(w, "b")
+			p, _ := w.Fork(2, 0) // the fork's first branch is w's first
+			defer p.Abort()
+			return w.AddBranch(1, 2, 1, h)
+		}, ErrTreeShape},
+		{"a fork's first branch past its first leaf", func(w *Writer) error {
+			_ = leaf(w, "a")
+			_, err := w.Fork(1, 1<<58) // at offset 0 of the branches, modulo 2^64
+			return err
 		}, ErrTreeShape},
 		{"join of another writer's fork", func(w *Writer) error {
 			o, err := NewWriter(w.dir+"-other", 10)

@@ -82,6 +82,9 @@ func (w *Writer) addSubtree(s *Snapshot, r Ref) error {
 	if w.leafCount+size > MaxLeaves {
 		return w.fail(fmt.Errorf("%w: more than %d leaves", ErrInvalidNode, uint64(MaxLeaves)))
 	}
+	if err := w.beforeFork(size, b1-b0); err != nil {
+		return w.fail(err)
+	}
 	// The branches first: they only read records, so a bad tree fails the
 	// writer before it has written anything of the subtree.
 	height, err := w.checkSubtreeShape(s, lo, hi, b0, b1)

@@ -128,14 +128,16 @@ type Writer struct {
 	finished bool
 	syncs    *SyncGroup // see DeferSync; nil: Finish syncs
 
-	// Fork and Join (fork.go): a forked writer has a parent, writes into
-	// scratch files named forkPrefix+name, and starts at leafBase and
-	// branchBase with kvs offsets from 0.
+	// Fork and Join (fork.go): a forked writer has a parent, writes its
+	// leaf and branch records into the parent's files (placedBase) and the
+	// rest into scratch files named forkPrefix+name, and starts at
+	// leafBase and branchBase with kvs offsets from 0.
 	parent               *Writer
 	forkPrefix           string
 	leafBase, branchBase uint64
 	forks                int          // forks made, to name their files
-	openForks            atomic.Int32 // forks neither joined nor aborted
+	openForks            atomic.Int32 // forks neither joined nor aborted: 0 or 1
+	forkLeaf, forkBranch uint64       // the open fork's first leaf and branch
 	forkEnded            bool         // a fork: counted out of its parent's openForks
 }
 
@@ -192,6 +194,20 @@ func (w *Writer) placedBase(i int) (uint64, bool) {
 		return w.leafBase * RecordSize, true
 	}
 	return w.branchBase * RecordSize, true
+}
+
+// beforeFork refuses a write of leaves leaf records and branches branch
+// records that would reach the records of the open fork: those places are
+// its.
+func (w *Writer) beforeFork(leaves, branches uint64) error {
+	if w.openForks.Load() == 0 {
+		return nil
+	}
+	if w.leafCount+leaves > w.forkLeaf || w.branchCount+branches > w.forkBranch {
+		return fmt.Errorf("%w: records up to leaf %d and branch %d, with a fork open from leaf %d and branch %d",
+			ErrTreeShape, w.leafCount+leaves, w.branchCount+branches, w.forkLeaf, w.forkBranch)
+	}
+	return nil
 }
 
 // placedFile reports whether forked writers write data file i straight
@@ -288,6 +304,9 @@ func (w *Writer) AddLeaf(key, value []byte, version int64, hash []byte) error {
 	if len(w.stack) >= maxPending {
 		return w.fail(fmt.Errorf("%w: more than %d subtrees without a parent", ErrTreeShape, maxPending))
 	}
+	if err := w.beforeFork(1, 0); err != nil {
+		return w.fail(err)
+	}
 
 	kvs := &w.files[metaFileIndexKVs]
 	keyOff := w.kvLen + KVHeaderSize
@@ -342,6 +361,9 @@ func (w *Writer) AddBranch(height uint8, size int64, version int64, hash []byte)
 	n := len(w.stack)
 	if n < 2 {
 		return w.fail(fmt.Errorf("%w: branch %d with %d pending subtrees", ErrTreeShape, w.branchCount, n))
+	}
+	if err := w.beforeFork(0, 1); err != nil {
+		return w.fail(err)
 	}
 	left, right := &w.stack[n-2], &w.stack[n-1]
 	if size < 0 || uint64(size) != left.size+right.size {
@@ -586,7 +608,10 @@ func (w *Writer) Abort() error {
 	if w.forkPrefix != "" {
 		// a forked writer's scratch files, unless the parent's Abort
 		// removed them with its directory
-		for _, name := range append(dataFileNames[:len(w.files):len(w.files)], "hashes") {
+		for i, name := range append(dataFileNames[:len(w.files):len(w.files)], "hashes") {
+			if i < len(w.files) && placedFile(i) {
+				continue // the parent's
+			}
 			if err := os.Remove(w.forkPrefix + name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
