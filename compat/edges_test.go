@@ -398,6 +398,7 @@ func TestEdgeStoreUpgradeEdges(t *testing.T) {
 		{"rename from a store that does not exist", mount{iavl: []string{"a", "b", "c"}}, &types.StoreUpgrades{Renamed: []types.StoreRename{{OldKey: "nope", NewKey: "c"}}}},
 		{"rename into an existing store", base, &types.StoreUpgrades{Renamed: []types.StoreRename{{OldKey: "a", NewKey: "b"}}}},
 		{"add and query before commit", mount{iavl: []string{"a", "b", "c"}}, &types.StoreUpgrades{Added: []string{"c"}}},
+		{"delete and query before commit", base, &types.StoreUpgrades{Deleted: []string{"b"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, mount{iavl: []string{"a", "b"}})
@@ -441,6 +442,21 @@ func TestEdgeStoreUpgradeEdges(t *testing.T) {
 					edgeQuery(t, p, types.RequestQuery{Path: "/" + name + "/key", Data: []byte("k1"), Height: h})
 				}
 			}
+			// every mounted store answers until the commit, those the
+			// upgrades removed from their committed versions, with
+			// proofs, and with an empty subspace (with a proof at
+			// height 0 of an added store rootmulti panics: see
+			// TestEdgeQueryBeforeFirstCommit)
+			for _, name := range tc.mount.iavl {
+				for _, h := range []int64{0, 1, 2, 3} {
+					for _, prove := range []bool{false, true} {
+						if !prove || h > 0 {
+							edgeQuery(t, p, types.RequestQuery{Path: "/" + name + "/key", Data: []byte("k1"), Height: h, Prove: prove})
+						}
+					}
+				}
+				edgeQuery(t, p, types.RequestQuery{Path: "/" + name + "/subspace", Data: []byte("k")})
+			}
 			p.commit(map[string][][2][]byte{"a": {{[]byte("k4"), []byte("a4")}}})
 			p.sameLastCommit()
 			for _, name := range tc.mount.iavl {
@@ -450,6 +466,9 @@ func TestEdgeStoreUpgradeEdges(t *testing.T) {
 				for _, h := range []int64{0, 2, 3} {
 					edgeQuery(t, p, types.RequestQuery{Path: "/" + name + "/key", Data: []byte("k1"), Height: h})
 				}
+			}
+			for _, name := range tc.mount.iavl { // the removed ones: gone
+				edgeQuery(t, p, types.RequestQuery{Path: "/" + name + "/key", Data: []byte("k1"), Height: 2})
 			}
 		})
 	}

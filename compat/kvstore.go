@@ -216,7 +216,7 @@ func (st *TreeStore) SetInitialVersion(version int64) {
 // Query implements types.Queryable with the paths of iavl.Store: "/key"
 // (with proofs) and "/subspace". See MultiStore.Query.
 func (st *TreeStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error) {
-	res, _, err := st.ms.queryStore(st.name, req)
+	res, _, err := st.ms.queryStore(st.name, req, false)
 	return res, err
 }
 

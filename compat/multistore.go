@@ -65,6 +65,12 @@ type MultiStore struct {
 	blockView atomic.Pointer[multitree.View]
 	// lastCommitID is read by concurrent queries (LatestVersion).
 	lastCommitID atomic.Pointer[types.CommitID]
+	// removing holds the names of the mounted stores the last load's
+	// upgrades removed (deleted, or renamed to another mounted store),
+	// until the next Commit: rootmulti keeps them, emptied, until then,
+	// and Query answers for them (see Query). Read by concurrent queries;
+	// the map is not changed once stored.
+	removing atomic.Pointer[map[string]bool]
 
 	initialVersion int64
 
@@ -361,10 +367,13 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	if err := db.ApplyUpgrades(up); err != nil {
 		return err
 	}
+	gone := make(map[string]bool, len(removed))
 	for _, key := range removed {
 		delete(s.storeTypes, key)
 		delete(s.keysByName, key.Name())
+		gone[key.Name()] = true
 	}
+	s.removing.Store(&gone)
 
 	s.views.bind(db)
 	s.db.Store(db)
@@ -393,6 +402,7 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 // closeDB closes an open database (a reload discards the working changes,
 // as rootmulti's does).
 func (s *MultiStore) closeDB() error {
+	s.removing.Store(nil)
 	s.views.bind(nil)
 	s.holdBlockView(nil)
 	db := s.db.Swap(nil)
@@ -622,6 +632,7 @@ func (s *MultiStore) Commit() types.CommitID {
 		s.views.put(db, v)
 	}
 	s.holdBlockView(read)
+	s.removing.Store(nil) // gone from the version just committed
 	id := types.CommitID{Version: info.Version, Hash: info.Hash()}
 	s.lastCommitID.Store(&id)
 	return id

@@ -31,7 +31,13 @@ import (
 //   - "/subspace": every pair under the prefix req.Data, encoded as the SDK's
 //     kv.Pairs. It reads the last committed version (rootmulti reads the
 //     working state, which differs only between a block's execution and its
-//     commit).
+//     commit, and between a load with store upgrades and the next commit,
+//     for a store renamed by them).
+//
+// A mounted store that the last load's upgrades deleted (or renamed to
+// another mounted store) is answered for until the next Commit, as
+// rootmulti keeps it, emptied, until then: "/key" from its committed
+// versions, "/subspace" with no pairs.
 //
 // Errors and empty responses are those of rootmulti.
 func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error) {
@@ -39,16 +45,17 @@ func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error
 	if err != nil {
 		return &types.ResponseQuery{}, err
 	}
-	store := s.GetStoreByName(storeName)
-	if store == nil {
-		return &types.ResponseQuery{}, errorsmod.Wrapf(types.ErrUnknownRequest, "no such store: %s", storeName)
-	}
-	ts, ok := store.(*TreeStore)
-	if !ok {
+	emptied := false
+	if store := s.GetStoreByName(storeName); store == nil {
+		if m := s.removing.Load(); m == nil || !(*m)[storeName] {
+			return &types.ResponseQuery{}, errorsmod.Wrapf(types.ErrUnknownRequest, "no such store: %s", storeName)
+		}
+		emptied = true
+	} else if _, ok := store.(*TreeStore); !ok {
 		return &types.ResponseQuery{}, errorsmod.Wrapf(types.ErrUnknownRequest, "store %s (type %T) doesn't support queries", storeName, store)
 	}
 	req.Path = subpath
-	res, info, err := s.queryStore(ts.name, req)
+	res, info, err := s.queryStore(storeName, req, emptied)
 	if !req.Prove || subpath != "/key" {
 		return res, err
 	}
@@ -98,8 +105,9 @@ func inLast(db *multitree.DB, store string) bool {
 
 // queryStore answers a store query ("/key" or "/subspace") like
 // iavl.Store.Query. For a proven "/key" query it also returns the commit info
-// of the version read.
-func (s *MultiStore) queryStore(store string, req *types.RequestQuery) (res *types.ResponseQuery, info *types.CommitInfo, err error) {
+// of the version read. emptied: the store's working state is empty (see
+// Query), which "/subspace" reads.
+func (s *MultiStore) queryStore(store string, req *types.RequestQuery, emptied bool) (res *types.ResponseQuery, info *types.CommitInfo, err error) {
 	if len(req.Data) == 0 {
 		return &types.ResponseQuery{}, nil, errorsmod.Wrap(types.ErrTxDecode, "query cannot be zero length")
 	}
@@ -173,7 +181,9 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery) (res *typ
 			view.Unpin()
 			view, tree = nil, nil
 		}
-		view, tree = s.pinnedTree(db, store, db.Version())
+		if !emptied {
+			view, tree = s.pinnedTree(db, store, db.Version())
+		}
 		buf := []byte{}
 		if tree != nil {
 			it := tree.Iterator(subspace, types.PrefixEndBytes(subspace), true)
