@@ -17,7 +17,9 @@ type Config struct {
 	// database. The app hash does not change.
 	Enable bool `mapstructure:"enable"`
 	// SnapshotInterval is how many blocks pass between background snapshot
-	// rewrites. A restart replays at most this many blocks from the log.
+	// rewrites. A restart replays about this many blocks from the log (plus
+	// those committed while a rewrite runs; more after a failed rewrite,
+	// which is tried again an interval later).
 	// Negative disables background rewrites.
 	SnapshotInterval int64 `mapstructure:"snapshot-interval"`
 	// SnapshotKeepRecent is how many snapshots older than the current one
@@ -39,7 +41,7 @@ type Config struct {
 	// current one. Off by default.
 	ZeroCopy bool `mapstructure:"zero-copy"`
 	// RewriteConcurrency is how many stores a snapshot rewrite writes in
-	// parallel; 0 means the number of CPUs.
+	// parallel; 0 means GOMAXPROCS.
 	RewriteConcurrency int `mapstructure:"rewrite-concurrency"`
 	// RewriteRateLimit bounds how fast a background snapshot rewrite writes,
 	// in bytes per second, leaving the disk to the node's reads and log
@@ -296,7 +298,8 @@ const ConfigTemplate = `
 enable = {{ .MemIAVL.Enable }}
 
 # SnapshotInterval is how many blocks pass between background snapshot
-# rewrites; a restart replays at most this many blocks from the log.
+# rewrites; a restart replays about this many blocks from the log (plus
+# those committed while a rewrite runs; more after a failed rewrite).
 snapshot-interval = {{ .MemIAVL.SnapshotInterval }}
 
 # SnapshotKeepRecent is how many older snapshots are kept besides the current
@@ -318,7 +321,7 @@ fsync = "{{ .MemIAVL.Fsync }}"
 zero-copy = {{ .MemIAVL.ZeroCopy }}
 
 # RewriteConcurrency is how many stores a snapshot rewrite writes in parallel;
-# 0 means the number of CPUs.
+# 0 means GOMAXPROCS.
 rewrite-concurrency = {{ .MemIAVL.RewriteConcurrency }}
 
 # RewriteRateLimit bounds how fast a background snapshot rewrite writes, in

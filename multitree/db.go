@@ -1201,8 +1201,9 @@ func (db *DB) hashTreesLocked() {
 // Commit saves the working version of every store, logs its changes and
 // returns its commit info. A version that the log already holds (after a
 // TargetVersion open without rollback) must be re-committed with the same
-// changes (in any order of stores, give or take deletes of absent keys),
-// which are then not logged again; other changes fail with ErrConflict.
+// changes (in any order of stores; for a version without store upgrades,
+// give or take deletes of absent keys), which are then not logged again;
+// other changes fail with ErrConflict.
 //
 // If a background rewrite failed, Commit still commits and returns the
 // committed info together with an error wrapping ErrRewrite; so it does
@@ -1396,7 +1397,7 @@ func (db *DB) checkLoggedLocked(e wal.Entry) error {
 // changing nothing (a delete of an absent key, which a cache store's Write
 // emits; a set of a key to its value is a change, as the leaf takes the
 // new version) give the same version. Entries with store upgrades are
-// compared by their writes only.
+// not compared this way: they must match the logged entry.
 func (db *DB) sameTreesLocked(e, logged wal.Entry) bool {
 	noUpgrades := func(u wal.Upgrades) bool { return len(u.Added)+len(u.Renamed)+len(u.Deleted) == 0 }
 	if !noUpgrades(e.Upgrades) || !noUpgrades(logged.Upgrades) {

@@ -38,7 +38,7 @@ type pendingRecord struct {
 // active segment and, under SyncEveryCommit, fsyncs it before returning;
 // under SyncGrouped it fsyncs when the group is full or old enough.
 //
-// In asynchronous mode Append queues the record for the background writer
+// In asynchronous mode Append queues the entry for the background writer
 // and returns; it blocks while the queue is full. A write or fsync failure
 // of the writer is sticky: it is returned by this and every later Append,
 // Flush and Close, and wakes an Append blocked on the full queue. The log

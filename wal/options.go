@@ -69,9 +69,10 @@ type Options struct {
 	GroupCount int
 
 	// AsyncBuffer selects the append mode. 0: Append writes (and fsyncs
-	// per policy) before it returns. N > 0: Append encodes the entry and
-	// queues it for a background writer; at most N entries wait in the
-	// queue, and Append blocks while the queue is full.
+	// per policy) before it returns. N > 0: Append checks and sizes the
+	// entry and queues the entry itself (its slices are not copied) for a
+	// background writer, which encodes and writes it; at most N entries
+	// wait in the queue, and Append blocks while the queue is full.
 	AsyncBuffer int
 
 	// ReadOnly opens the log for Replay only: no file is created, repaired

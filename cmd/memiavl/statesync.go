@@ -135,13 +135,17 @@ func newImportCmd() *cobra.Command {
 		Long: `import restores a database in <dir> at --height from a state-sync snapshot
 stream file (written by 'memiavl export', or the concatenated chunks of an
 SDK snapshot). The nodes are checked as they are read and go straight into
-the new snapshot files. The restore is staged beside <dir> and swapped in
-only once complete and durable, the two directories exchanged in one
-rename: an interrupted import leaves the directory as it was, or holding
-the new database, and can be rerun. <dir> may hold a database only if its latest version is 0 (nothing
-committed) or --height; that database is replaced as a whole, versions
-before --height included, with any other files in <dir>. Into a <dir>
-without a database, other files are left alone.
+the new snapshot files. Into a <dir> without a database the restore is
+written in place and becomes a database only when complete (its 'current'
+file is written last); other files in <dir> are left alone. <dir> may hold
+a database only if its latest version is 0 (nothing committed) or
+--height; the restore is then staged beside <dir> and swapped in only once
+complete and durable (the two directories exchanged in one rename where
+the system supports it, else two renames that the next open or import
+finishes), and that database is replaced as a whole, versions before
+--height included, with any other files in <dir>. Either way an
+interrupted import leaves <dir> with the database it had (or none) or with
+the new one, and can be rerun.
 
 ` + streamFormatHelp,
 		Example: `  memiavl import --height 1200 state-1200.bin ./memiavl.db`,
