@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand"
 	"path/filepath"
 	"testing"
 
@@ -29,15 +28,8 @@ func writeForked(t *testing.T, dir string, seed, version int64, keys, values [][
 		t.Fatal(err)
 	}
 	if abortFirst {
-		junk := &treeGen{
-			r:           rand.New(rand.NewSource(seed + 1)),
-			kv:          func(i int) ([]byte, []byte) { return []byte(fmt.Sprintf("\xff\xff%08d", i)), []byte("1") },
-			treeVersion: version,
-			sink:        p,
-		}
-		junk.build(0, max(2*n, 5000), -1) // past a write buffer: on disk
-		if junk.err != nil {
-			t.Fatal(junk.err)
+		if err := junkTree(p, max(2*n, 5000), seed+1); err != nil { // past a write buffer: on disk
+			t.Fatal(err)
 		}
 		if err := p.Abort(); err != nil {
 			t.Fatal(err)
