@@ -325,6 +325,11 @@ func (s *MultiStore) checkLoad(ver int64) error {
 	if err != nil {
 		return err
 	}
+	// an asynchronous log may not have written the open database's last
+	// versions yet; closing it (in loadVersion) writes them
+	if db := s.db.Load(); db != nil {
+		latest = max(latest, db.Version())
+	}
 	if ver < 0 || ver > latest {
 		return fmt.Errorf("%w: cannot load version %d, the latest version is %d", multitree.ErrVersion, ver, latest)
 	}

@@ -955,3 +955,30 @@ func TestConfig(t *testing.T) {
 type mapOptions map[string]any
 
 func (m mapOptions) Get(key string) any { return m[key] }
+
+// TestLoadVersionWithAsyncLog loads versions just committed in the same
+// process while the asynchronous log may not have written them yet: the
+// loads must succeed, as they do with rootmulti.
+func TestLoadVersionWithAsyncLog(t *testing.T) {
+	cfg := testConfig()
+	cfg.AsyncCommitBuffer, cfg.Fsync, cfg.SnapshotInterval = 8, "none", 1000
+	keys := keyring{}
+	ms := newOurs(t, t.TempDir(), cfg, keys, smallMount, nil)
+	defer ms.Close()
+	for round := 0; round < 3; round++ {
+		var last int64
+		for i := 0; i < 5; i++ {
+			ms.GetKVStore(keys["a"]).Set(fmt.Appendf(nil, "k%d-%d", round, i), []byte("v"))
+			last = ms.Commit().Version
+		}
+		if err := ms.LoadVersion(last); err != nil {
+			t.Fatalf("round %d: LoadVersion(%d): %v", round, last, err)
+		}
+		if got := ms.LastCommitID().Version; got != last {
+			t.Fatalf("round %d: version %d after LoadVersion(%d)", round, got, last)
+		}
+		if v := ms.GetKVStore(keys["a"]).Get(fmt.Appendf(nil, "k%d-4", round)); string(v) != "v" {
+			t.Fatalf("round %d: value %q after the load", round, v)
+		}
+	}
+}
