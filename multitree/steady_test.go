@@ -170,7 +170,10 @@ func testSteadyState(t *testing.T, settle bool) {
 		}
 	}
 	for i, s := range samples {
-		if s.generations < 1 || s.generations > 2 || settle && s.generations != 1 {
+		// unsettled, the replaced generation may still be unmapping in the
+		// background while the next rewrite's snapshot is mapped for its
+		// catch-up: three at most
+		if s.generations < 1 || s.generations > 3 || settle && s.generations != 1 {
 			t.Errorf("switch %d: %d snapshots mapped", i+1, s.generations)
 		}
 	}
