@@ -42,6 +42,10 @@ type DB struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background rewrite and prune goroutines
+	// closeDone is closed when the first Close has finished: a
+	// concurrent second Close waits for it, so that its return means
+	// the lock is released
+	closeDone chan struct{}
 
 	// unmapper runs the unmapping of released generations in the
 	// background until Close, which waits for it (see unmapLater).
@@ -172,7 +176,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{dir: dir, opts: opts, maxLogged: wal.MaxEntrySize}
+	db := &DB{dir: dir, opts: opts, maxLogged: wal.MaxEntrySize, closeDone: make(chan struct{})}
 	db.ctx, db.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -1443,16 +1447,19 @@ func (db *DB) rollback(current, v int64) error {
 // the snapshots and the lock. Views still held keep their snapshots mapped
 // until released. Close also returns the failure of a background job (a
 // rewrite or the pruning after one) that no Commit has reported; the
-// database is closed all the same.
+// database is closed all the same. A later or concurrent Close returns
+// nil once the first has finished.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.mu.closed {
 		db.mu.Unlock()
+		<-db.closeDone
 		return nil
 	}
 	db.mu.closed = true
 	db.cancel()
 	db.mu.Unlock()
+	defer close(db.closeDone)
 	db.wg.Wait()
 
 	db.mu.Lock()

@@ -606,6 +606,60 @@ func TestClosedHandle(t *testing.T) {
 	}
 }
 
+// TestConcurrentClose closes a database twice at once while the first
+// Close waits for a background rewrite: the second must not return before
+// the first has released the lock, so that a writer can open the directory
+// as soon as either returns.
+func TestConcurrentClose(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	db.afterWrite = func(context.Context, int64) {
+		close(started)
+		<-release // holds the first Close in its join of the rewrite
+	}
+	if err := db.Set("a", []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	first := make(chan error, 1)
+	go func() { first <- db.Close() }()
+	for closing := false; !closing; {
+		db.mu.Lock()
+		closing = db.mu.closed
+		db.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	second := make(chan error, 1)
+	go func() { second <- db.Close() }()
+	select {
+	case err := <-second:
+		t.Fatalf("the second Close returned (%v) while the first was still closing", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-second; err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	// the second Close's return means the lock is free
+	again, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("open after the second Close returned: %v", err)
+	}
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("first Close: %v", err)
+	}
+}
+
 // TestCorruptSnapshotBreaksWrites: a change that meets a corrupt snapshot
 // fails with ErrCorrupt, and from then on the database refuses changes and
 // commits (the working trees may hold part of the change), while reads of
