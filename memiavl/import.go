@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
@@ -31,9 +32,14 @@ const maxImportStack = 128
 // parent, and, at Commit, subtrees left without a parent. The first error is
 // sticky. Nothing it is given is retained after Add returns: keys are copied.
 //
-// An Importer is used by one goroutine. Call Close when done (after Commit it
-// does nothing); a partial snapshot is removed.
+// An Importer is fed by one goroutine. Close may come from another: it
+// waits for a running Add or Commit, and the importer's later calls fail.
+// Call Close when done (after Commit it does nothing); a partial snapshot is
+// removed.
 type Importer struct {
+	// mu is held by every method but Version and Dir, so that a Close
+	// from another goroutine never aborts the writer under an Add
+	mu      sync.Mutex
 	w       *snapshot.Writer
 	dir     string
 	version int64
@@ -88,6 +94,8 @@ func (im *Importer) failf(format string, args ...any) error {
 
 // Add adds the next node of the post-order stream.
 func (im *Importer) Add(n *ExportNode) error {
+	im.mu.Lock()
+	defer im.mu.Unlock()
 	if im.err != nil {
 		return im.err
 	}
@@ -185,6 +193,8 @@ func (im *Importer) addInner(n *ExportNode) error {
 // and completes the snapshot: after it returns nil the snapshot directory
 // exists and is durable, and RootHash returns the tree's root hash.
 func (im *Importer) Commit() error {
+	im.mu.Lock()
+	defer im.mu.Unlock()
 	if im.err != nil {
 		return im.err
 	}
@@ -209,6 +219,8 @@ func (im *Importer) Commit() error {
 // RootHash returns the root hash of the imported tree after a successful
 // Commit (sha256("") for the empty tree), nil before.
 func (im *Importer) RootHash() []byte {
+	im.mu.Lock()
+	defer im.mu.Unlock()
 	if !im.committed {
 		return nil
 	}
@@ -217,7 +229,11 @@ func (im *Importer) RootHash() []byte {
 }
 
 // Size returns the number of leaves added so far.
-func (im *Importer) Size() int64 { return im.leaves }
+func (im *Importer) Size() int64 {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	return im.leaves
+}
 
 // Version returns the import version.
 func (im *Importer) Version() int64 { return im.version }
@@ -228,6 +244,8 @@ func (im *Importer) Dir() string { return im.dir }
 // Close releases the importer. Before a successful Commit it aborts the
 // import and removes the partial snapshot. It may be called more than once.
 func (im *Importer) Close() error {
+	im.mu.Lock()
+	defer im.mu.Unlock()
 	if im.closed {
 		return nil
 	}

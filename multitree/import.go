@@ -201,8 +201,10 @@ func nextNode(src NodeSource) (n *memiavl.ExportNode, err error) {
 // convenience over it.
 //
 // AddStore may be called from several goroutines; each returned
-// memiavl.Importer is used by one. Commit writes the database; Close
-// without a successful Commit removes everything written.
+// memiavl.Importer is fed by one. Commit writes the database; Close
+// without a successful Commit removes everything written. Close may come
+// from any goroutine: it waits for the store importers' running calls, and
+// their later ones fail.
 type Importer struct {
 	dir       string // the database directory
 	target    string // where the database is written: dir, or the staging directory

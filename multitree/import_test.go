@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	storetypes "cosmossdk.io/store/types"
@@ -512,5 +513,70 @@ func TestImportCheckHook(t *testing.T) {
 	}
 	if _, err := multitree.Open(dir, multitree.Options{}); !errors.Is(err, multitree.ErrNotFound) {
 		t.Fatalf("a rejected import left a database: %v", err)
+	}
+}
+
+// balancedStream returns the post-order export of a balanced tree of n
+// leaves at version 1.
+func balancedStream(n int) []*memiavl.ExportNode {
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key%08d", i)) }
+	var out []*memiavl.ExportNode
+	var build func(lo, hi int) int8
+	build = func(lo, hi int) int8 {
+		if hi-lo == 1 {
+			out = append(out, &memiavl.ExportNode{Key: key(lo), Value: []byte("value"), Version: 1})
+			return 0
+		}
+		mid := (lo + hi) / 2
+		h := max(build(lo, mid), build(mid, hi)) + 1
+		out = append(out, &memiavl.ExportNode{Key: key(mid), Height: h, Version: 1})
+		return h
+	}
+	build(0, n)
+	return out
+}
+
+// TestImporterCloseBesideAdd closes a database importer from one goroutine
+// while another feeds a store importer: Close must wait for the running
+// Add, the feeder's next call must fail with ErrImport, and nothing of the
+// import may remain.
+func TestImporterCloseBesideAdd(t *testing.T) {
+	nodes := balancedStream(1 << 17)
+	dir := filepath.Join(t.TempDir(), "db")
+	im, err := multitree.NewImporter(dir, 1, multitree.ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := im.AddStore("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed := make(chan error, 1)
+	go func() {
+		for _, n := range nodes {
+			if err := si.Add(n); err != nil {
+				fed <- err
+				return
+			}
+		}
+		fed <- si.Commit()
+	}()
+	for si.Size() < 1000 {
+		runtime.Gosched()
+	}
+	if err := im.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-fed; !errors.Is(err, memiavl.ErrImport) {
+		t.Fatalf("the feeder ended with %v, want ErrImport", err)
+	}
+	if si.RootHash() != nil {
+		t.Error("a closed store importer has a root hash")
+	}
+	if _, err := multitree.Open(dir, multitree.Options{}); !errors.Is(err, multitree.ErrNotFound) {
+		t.Fatalf("Open after a closed import: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the closed import left %s: %v", dir, err)
 	}
 }
