@@ -71,9 +71,14 @@ type Options struct {
 	// database (0 and 1 both mean 1).
 	InitialVersion int64
 
-	// SnapshotInterval is how many versions pass between background
-	// snapshot rewrites. 0 means DefaultSnapshotInterval; a negative value
-	// disables background rewrites (RewriteSnapshot still works).
+	// SnapshotInterval is the least number of versions between background
+	// snapshot rewrites: a Commit starts one when its version is at least
+	// SnapshotInterval after the last snapshot's and no rewrite is
+	// running. One rewrite runs at a time, so when a rewrite takes longer
+	// than SnapshotInterval commits, the next one starts at the first
+	// commit after it ends, and the snapshots are further apart. 0 means
+	// DefaultSnapshotInterval; a negative value disables background
+	// rewrites (RewriteSnapshot still works).
 	SnapshotInterval int64
 	// SnapshotKeepRecent is how many snapshots older than the current one
 	// are kept (with the log entries after them) for historical views and
