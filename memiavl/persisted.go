@@ -1,6 +1,7 @@
 package memiavl
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/seed-6dfbb450/memiavl/snapshot"
@@ -210,6 +211,9 @@ func corruptFrom(r any, ss ...*snapshot.Snapshot) error {
 		return ce.err
 	}
 	if e, ok := snapshot.FaultFrom(r, ss...); ok {
+		if errors.Is(e, snapshot.ErrClosed) {
+			return e // a read after the snapshot's release, not damage
+		}
 		return fmt.Errorf("%w: %w", ErrCorrupt, e)
 	}
 	panic(r)

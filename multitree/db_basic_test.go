@@ -1330,3 +1330,66 @@ func TestLastVersion(t *testing.T) {
 		t.Fatalf("reopened at %d", db.Version())
 	}
 }
+
+// TestTreeAfterUnmap reads a tree and iterators taken from a view after the
+// view is released and its snapshot unmapped, which the documentation
+// calls invalid: every read must fail with an error wrapping
+// snapshot.ErrClosed instead of panicking or reading freed memory.
+func TestTreeAfterUnmap(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300; i++ {
+		if err := db.Set("a", []byte(fmt.Sprintf("k%04d", i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	view, err := db.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := view.Tree("a")
+	it := tr.Iterator(nil, nil, true) // positioned in the snapshot's leaves
+	if !it.Valid() {
+		t.Fatal("empty iterator")
+	}
+	view.Release()
+	if err := db.Close(); err != nil { // unmaps the snapshot, which nothing pins
+		t.Fatal(err)
+	}
+	closed := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, snapshot.ErrClosed) || errors.Is(err, memiavl.ErrCorrupt) {
+			t.Errorf("%s after the unmap: %v, want snapshot.ErrClosed", what, err)
+		}
+	}
+	_, err = tr.Get([]byte("k0100"))
+	closed("Get", err)
+	_, err = tr.Has([]byte("k0100"))
+	closed("Has", err)
+	_, err = tr.Copy().Get([]byte("k0200"))
+	closed("Get of a copy", err)
+	_, err = tr.GetMembershipProof([]byte("k0100"))
+	closed("GetMembershipProof", err)
+	for n := 0; it.Valid(); n++ {
+		if n > 300 {
+			t.Fatal("the iterator did not stop")
+		}
+		it.Next()
+	}
+	closed("an iterator's Next", it.Error())
+	it2 := tr.Iterator([]byte("k0150"), nil, false)
+	if it2.Valid() {
+		t.Error("a new iterator is valid")
+	}
+	closed("a new iterator", it2.Error())
+	_, err = tr.Export().Next()
+	closed("an export", err)
+}

@@ -221,7 +221,10 @@ func (v *View) StoreNames() []string {
 // store does not exist or the view is released and not pinned. The copy is
 // the caller's own (it may even be mutated without affecting anything else)
 // but reads snapshots pinned by the view: use it only before Release, which
-// unmaps them when nothing else pins them.
+// unmaps them when nothing else pins them. Once they are unmapped, the
+// copy's reads fail with an error wrapping snapshot.ErrClosed; slices it
+// returned without copying (GetZeroCopy, iterator keys and values) must
+// not be touched then: they point into the released mapping.
 func (v *View) Tree(store string) *memiavl.Tree {
 	t, ok := v.st.trees[store]
 	if !ok || !v.readable() {

@@ -1,6 +1,10 @@
 package snapshot
 
-import "unsafe"
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+)
 
 // A read through a mapping faults (SIGBUS) when the file was cut short
 // under it or the disk cannot return the page. By default the Go runtime
@@ -15,7 +19,7 @@ import "unsafe"
 // inside one of the snapshot's mappings: ErrCorrupt naming the file and
 // the offset in it. ok is false for any other address, and after Close.
 func (s *Snapshot) FaultError(addr uintptr) (err error, ok bool) {
-	if s == nil || s.closed || !s.mapped {
+	if s == nil || s.closed.Load() || !s.mapped {
 		return nil, false
 	}
 	for i, b := range s.maps {
@@ -32,16 +36,24 @@ func (s *Snapshot) FaultError(addr uintptr) (err error, ok bool) {
 }
 
 // FaultFrom returns the error for a recovered panic value r that is a
-// memory fault inside the mappings of one of ss (see FaultError). ok is
-// false for any other value, which the caller should panic with again.
+// memory fault inside the mappings of one of ss (see FaultError), or a
+// runtime error of a read of one of ss after its Close (a fault in the
+// released mapping, or an index into the slices Close cleared): an error
+// wrapping ErrClosed. ok is false for any other value, which the caller
+// should panic with again.
 func FaultFrom(r any, ss ...*Snapshot) (err error, ok bool) {
-	fault, isFault := r.(interface{ Addr() uintptr })
-	if !isFault {
-		return nil, false
+	if fault, isFault := r.(interface{ Addr() uintptr }); isFault {
+		for _, s := range ss {
+			if err, ok := s.FaultError(fault.Addr()); ok {
+				return err, true
+			}
+		}
 	}
-	for _, s := range ss {
-		if err, ok := s.FaultError(fault.Addr()); ok {
-			return err, true
+	if _, isRuntime := r.(runtime.Error); isRuntime {
+		for _, s := range ss {
+			if s != nil && s.closed.Load() {
+				return fmt.Errorf("%w: read of the snapshot in %s after its release", ErrClosed, s.dir), true
+			}
 		}
 	}
 	return nil, false

@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ledgerwatch/erigon-lib/mmap"
@@ -90,7 +91,9 @@ type Snapshot struct {
 	lookup   []byte // nil for format version 1 and for the empty tree
 	maps     [metaDataFileCount][]byte
 	mapped   bool
-	closed   bool
+	// closed is set by Close before it unmaps, so that a read that
+	// faults or finds the slices gone after it can tell (FaultFrom)
+	closed atomic.Bool
 }
 
 // Open opens the snapshot in dir and maps its files read-only. It checks the
@@ -290,10 +293,9 @@ func checkLength(path string, got, want uint64) error {
 // Close unmaps the files. Slices returned by accessors are invalid
 // afterwards. Close may be called more than once.
 func (s *Snapshot) Close() error {
-	if s.closed {
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
 	var errs []error
 	for i, b := range s.maps {
 		if b != nil && s.mapped {

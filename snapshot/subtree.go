@@ -49,7 +49,7 @@ func (w *Writer) addSubtree(s *Snapshot, r Ref) error {
 	if err := w.usable(); err != nil {
 		return err
 	}
-	if s.closed {
+	if s.closed.Load() {
 		return w.fail(ErrClosed)
 	}
 	if s.format != FormatVersion {

@@ -40,7 +40,7 @@ import (
 // Errors wrap ErrCorrupt (and ErrChecksum for checksum mismatches) and name
 // the file and byte offset of the first problem found.
 func (s *Snapshot) Verify() (err error) {
-	if s.closed {
+	if s.closed.Load() {
 		return ErrClosed
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -114,7 +114,7 @@ type checkedFile struct {
 // check of their checksums against meta, which Run does. Run or Close
 // must follow, to close them.
 func (s *Snapshot) NewChecksumCheck(files ...string) (*ChecksumCheck, error) {
-	if s.closed {
+	if s.closed.Load() {
 		return nil, ErrClosed
 	}
 	c := &ChecksumCheck{}
