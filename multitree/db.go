@@ -246,9 +246,6 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		h(dir, current)
 	}
 	if !opts.ReadOnly {
-		if err := removeLeftovers(dir, current); err != nil {
-			return nil, err
-		}
 		if _, err := readRollbacks(dir); errors.Is(err, ErrCorrupt) {
 			// the readers beside fail on it until it is replaced
 			if err := repairRollbacks(dir); err != nil {
@@ -293,6 +290,23 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		return nil, err
 	}
 	db.mu.gen, db.mu.trees = db.adopt(gen), trees
+	if !opts.ReadOnly {
+		// The snapshots newer than current are an interrupted rewrite's
+		// and are removed, but only once current's snapshot opens: were
+		// current damaged or stale (restored from a backup, or copied
+		// from another database), the newest of them could be the only
+		// whole state left.
+		if base != current {
+			g, _, err := openGeneration(dir, current)
+			if err != nil {
+				return nil, err
+			}
+			g.release()
+		}
+		if err := removeLeftovers(dir, current); err != nil {
+			return nil, err
+		}
+	}
 	var checks []storeCheck
 	defer func() { closeChecks(checks) }() // unless handed to the background check
 	if opts.OpenCheck != OpenCheckNone {

@@ -551,3 +551,52 @@ func TestRecommitSameTrees(t *testing.T) {
 		t.Fatalf("reopened at %d", db.Version())
 	}
 }
+
+// TestStaleCurrentKeepsNewerSnapshots: a writer open whose current names a
+// snapshot that does not open (here: one already pruned, as a current file
+// restored from an older copy would) must fail without removing the newer
+// snapshot, which it would otherwise take for an interrupted rewrite's
+// leftover; once current is put right, the database opens as before.
+func TestStaleCurrentKeepsNewerSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := commitN(t, db, 6, 5)
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(filepath.Join(dir, currentFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, snapshotDirName(0))); !os.IsNotExist(err) {
+		t.Fatalf("snapshot 0 was not pruned: %v", err)
+	}
+	if err := writeFileReplace(dir, currentFileName, encodeCurrent(0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []Options{{}, {TargetVersion: 3}} {
+		if _, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("writer open (target %d) with current naming a missing snapshot: %v", opts.TargetVersion, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, snapshotDirName(5), metadataFileName)); err != nil {
+			t.Fatalf("the failed open (target %d) removed the newer snapshot: %v", opts.TargetVersion, err)
+		}
+	}
+	if err := writeFileReplace(dir, currentFileName, good); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Version() != 5 || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[5]) {
+		t.Fatalf("reopened at %d", db.Version())
+	}
+}
