@@ -335,6 +335,15 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	if h := beforeOpenLog; h != nil {
 		h(dir)
 	}
+	// every database has the log's directory from its creation on (see
+	// create and Importer.Commit): without it the versions after the
+	// snapshot are lost, which an open would hide by starting a new log
+	if _, err := os.Stat(filepath.Join(dir, walDirName)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: the log directory %s is missing", ErrCorrupt, filepath.Join(dir, walDirName))
+		}
+		return nil, err
+	}
 	db.log, err = wal.Open(filepath.Join(dir, walDirName), wal.Options{
 		Sync:        opts.Sync,
 		AsyncBuffer: opts.AsyncCommitBuffer,
@@ -573,6 +582,11 @@ func (db *DB) create() error {
 		return err
 	}
 	if err := writeSnapshotDir(context.Background(), db.dir, 0, db.opts.InitialVersion, trees, 1, nil, nil); err != nil {
+		return err
+	}
+	// the log's directory before current: a database without one has
+	// lost its log (see Open)
+	if err := mkdirDurable(filepath.Join(db.dir, walDirName)); err != nil {
 		return err
 	}
 	return writeFileAtomic(db.dir, currentFileName, encodeCurrent(0))

@@ -600,3 +600,43 @@ func TestStaleCurrentKeepsNewerSnapshots(t *testing.T) {
 		t.Fatalf("reopened at %d", db.Version())
 	}
 }
+
+// TestMissingLogDirectory: a database whose log directory is gone has lost
+// the versions after its snapshot; opens must say so instead of starting a
+// new log at the snapshot's version.
+func TestMissingLogDirectory(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 7, 4)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, walDirName)); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []Options{{}, {ReadOnly: true}, {CreateIfMissing: true}} {
+		if _, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("open %+v without the log directory: %v, want ErrCorrupt", opts, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, walDirName)); !os.IsNotExist(err) {
+		t.Errorf("a failed open created the log directory: %v", err)
+	}
+	// a new database has its log directory from the start
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	db, err = Open(fresh, Options{CreateIfMissing: true, InitialStores: crashStores})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(fresh, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a new database: %v", err)
+	}
+	ro.Close()
+}
