@@ -360,6 +360,10 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 			_ = db.Close()
 		}
 	}()
+	if tt, ok := db.LogTornTail(); ok {
+		s.logger.Error("memiavl: the write-ahead log ended in a torn tail, which was cut off: an append a crash interrupted, or a damaged last record",
+			"file", tt.Path, "offset", tt.Offset, "bytes", tt.Bytes, "version", db.Version())
+	}
 	if s.initialVersion > 1 && db.Version() == 0 {
 		if err := db.SetInitialVersion(s.initialVersion); err != nil {
 			return err

@@ -228,6 +228,11 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if err := syncDir(dir); err != nil {
 			return nil, err
 		}
+		// what an interrupted import that was to replace this database
+		// staged beside it (an import at work there holds the lock on
+		// dir, which this writer now has); best effort, as the import
+		// that next replaces the database removes it too
+		_ = removeStaging(filepath.Clean(dir) + stagingSuffix)
 	}
 
 	if opts.ReadOnly {
@@ -895,6 +900,13 @@ func (db *DB) publishLocked() {
 		old.gen.release()
 	}
 }
+
+// LogTornTail returns the torn tail the open found at the end of the log
+// (wal.Log.TornTail): bytes after the last whole record, what an append
+// that a crash interrupted leaves, or a damaged last record. A writer's
+// open cut it off; a read-only one ignores it. The database is at the
+// version before it either way; callers should report it.
+func (db *DB) LogTornTail() (wal.TornTail, bool) { return db.log.TornTail() }
 
 // Version returns the last committed version.
 func (db *DB) Version() int64 {

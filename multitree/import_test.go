@@ -580,3 +580,31 @@ func TestImporterCloseBesideAdd(t *testing.T) {
 		t.Errorf("the closed import left %s: %v", dir, err)
 	}
 }
+
+// TestWriterRemovesStagedImport: a replacing import killed before its swap
+// leaves its staging directory (about the size of the database) beside the
+// database; the next writer's open removes it, a read-only one does not.
+func TestWriterRemovesStagedImport(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	db := impOpen(t, dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"s"}})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	staged := filepath.Join(dir+".import.tmp", "snapshot-00000000000000000007.tmp", "s-s")
+	if err := os.MkdirAll(staged, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(staged, "leaves"), make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ro := impOpen(t, dir, multitree.Options{ReadOnly: true})
+	ro.Close()
+	if _, err := os.Stat(staged); err != nil {
+		t.Fatalf("a read-only open changed the staging directory: %v", err)
+	}
+	db = impOpen(t, dir, multitree.Options{})
+	defer db.Close()
+	if _, err := os.Lstat(dir + ".import.tmp"); !os.IsNotExist(err) {
+		t.Fatalf("the writer's open left the staging directory: %v", err)
+	}
+}

@@ -82,9 +82,13 @@ func openDamaged(t *testing.T, dir, what string, ro bool, last int64, hashes map
 	}
 	defer db.Close()
 	v := db.Version()
+	_, torn := db.LogTornTail()
 	switch {
 	case v != last && v != last-1:
 		t.Fatalf("%s (read-only %v): opened at %d, committed %d", what, ro, v, last)
+	case torn != (v == last-1):
+		// the lost last version is always reported
+		t.Fatalf("%s (read-only %v): opened at %d of %d, torn tail reported: %v", what, ro, v, last, torn)
 	case !bytes.Equal(db.LastCommitInfo().Hash(), hashes[v]):
 		t.Fatalf("%s (read-only %v): app hash at %d differs from the committed one", what, ro, v)
 	}

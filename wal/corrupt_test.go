@@ -101,6 +101,10 @@ func checkCorruption(t *testing.T, images map[string][]byte, path, lastPath stri
 			if l.LastVersion() != n-1 {
 				t.Fatalf("%s: corrupted last record: LastVersion %d, want %d", where(), l.LastVersion(), n-1)
 			}
+			// reported, whether cut off (writable) or ignored
+			if tt, ok := l.TornTail(); !ok || tt.Path != path || tt.Offset != offs[k] || tt.Bytes != int64(len(mutated))-offs[k] {
+				t.Fatalf("%s: TornTail %+v, %v; want %s offset %d", where(), tt, ok, path, offs[k])
+			}
 			checkReplay(t, l, entries)
 		} else {
 			// Replay must fail on the damaged record and serve the

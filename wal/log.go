@@ -254,9 +254,10 @@ func (l *Log) load() (err error) {
 			return err
 		}
 		tail = false
-		if end < s.size && ro {
+		if end < s.size {
 			l.torn = &TornTail{Path: s.path, Offset: end, Bytes: s.size - end}
-		} else if end < s.size {
+		}
+		if end < s.size && !ro {
 			if err := f.Truncate(end); err != nil {
 				f.Close()
 				return fmt.Errorf("wal: truncate torn tail of %s: %w", s.path, err)
@@ -326,8 +327,10 @@ type TornTail struct {
 	Bytes  int64  `json:"bytes"`  // how many there are, to the end of the file
 }
 
-// TornTail returns the torn tail that a read-only Open found and ignored.
-// A writable Open truncates a torn tail instead, so it never reports one.
+// TornTail returns the torn tail that Open found: ignored by a read-only
+// Open, cut off by a writable one. Either way the versions in it are not
+// the log's; a caller should report it, since a damaged last record looks
+// the same as an append a crash interrupted.
 func (l *Log) TornTail() (TornTail, bool) {
 	if l.torn == nil {
 		return TornTail{}, false
