@@ -61,6 +61,9 @@ type DumpResult struct {
 	WALBytes        int64       `json:"wal_bytes"`
 	DiskBytes       int64       `json:"disk_bytes"`
 	Stores          []DumpStore `json:"stores"`
+	// WALTornTail is set when the log ends in a torn tail, ignored by
+	// this read-only open (see multitree.DB.LogTornTail).
+	WALTornTail *wal.TornTail `json:"wal_torn_tail,omitempty"`
 }
 
 func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
@@ -90,6 +93,9 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 		SnapshotVersion: db.SnapshotVersion(),
 		WALBytes:        dirSize(filepath.Join(dir, walDirName)),
 		DiskBytes:       dirSize(dir),
+	}
+	if tt, ok := db.LogTornTail(); ok {
+		res.WALTornTail = &tt
 	}
 	if res.Snapshots, err = listSnapshotVersions(dir); err != nil {
 		return err
@@ -122,6 +128,9 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 		t.add("log", "versions %d..%d (%s)", res.WALFirst, res.WALLast, formatBytes(res.WALBytes))
 	}
 	t.add("disk", "%s", formatBytes(res.DiskBytes))
+	if res.WALTornTail != nil {
+		t.add("warning", "%s", tornTailText(*res.WALTornTail, db.Version(), false))
+	}
 	t.write(w)
 	fmt.Fprintf(w, "\n%-24s %12s %6s %12s  %s\n", "STORE", "KEYS", "HEIGHT", "IN BASE", "ROOT HASH")
 	for _, s := range res.Stores {

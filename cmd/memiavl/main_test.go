@@ -405,6 +405,32 @@ func TestVerifyTornWALTail(t *testing.T) {
 	if fi, err := os.Stat(seg); err != nil || fi.Size() != cut {
 		t.Fatalf("verify changed the segment: %v %v", fi, err)
 	}
+	// --strict fails on it
+	if code, _, errs := cli(t, "verify", "--strict", dir); code != 1 || !strings.Contains(errs, "torn tail") {
+		t.Fatalf("verify --strict: exit %d\n%s", code, errs)
+	}
+	// the read-only commands report it too, and change nothing
+	if out := mustCLI(t, "dump", dir); !strings.Contains(out, "torn tail") || !strings.Contains(out, "version 29") {
+		t.Fatalf("dump of a log with a torn tail:\n%s", out)
+	}
+	if code, _, errs := cli(t, "wal", "dump", dir); code != 0 || !strings.Contains(errs, "torn tail") {
+		t.Fatalf("wal dump of a log with a torn tail: exit %d\n%s", code, errs)
+	}
+	stream := filepath.Join(t.TempDir(), "state.bin")
+	if code, _, errs := cli(t, "export", dir, stream); code != 0 || !strings.Contains(errs, "torn tail") {
+		t.Fatalf("export of a database whose log has a torn tail: exit %d\n%s", code, errs)
+	}
+	if fi, err := os.Stat(seg); err != nil || fi.Size() != cut {
+		t.Fatalf("a read-only command changed the segment: %v %v", fi, err)
+	}
+	// the writer's open cuts it off and says so
+	code, _, errs := cli(t, "rewrite-snapshot", "--progress", "none", dir)
+	if code != 0 || !strings.Contains(errs, "torn tail") || !strings.Contains(errs, "this open cut it off") {
+		t.Fatalf("rewrite-snapshot of a log with a torn tail: exit %d\n%s", code, errs)
+	}
+	if code, _, errs := cli(t, "verify", "--strict", dir); code != 0 {
+		t.Fatalf("verify --strict after the cut: exit %d\n%s", code, errs)
+	}
 }
 
 func TestRewriteSnapshot(t *testing.T) {
@@ -606,6 +632,51 @@ func TestExportImport(t *testing.T) {
 	}
 	if out := mustCLI(t, "import", "--height", "4", "--stores", "acc,bank", empty, dst4); !strings.Contains(out, "2 stores") {
 		t.Errorf("import of a stream of no store into mounted stores: %s", out)
+	}
+}
+
+// TestExportImportDestinations: export refuses, before any work, a file
+// inside a database directory (its own included) and an existing file
+// unless --force; import refuses a directory inside a database; wal dump
+// refuses a database's subdirectory that is not its log.
+func TestExportImportDestinations(t *testing.T) {
+	dir := t.TempDir()
+	makeDB(t, dir, 0.01, 12, 10)
+	before := dirDigest(t, dir)
+	for _, dst := range []string{filepath.Join(dir, "current"), filepath.Join(dir, "state.bin"), filepath.Join(dir, "wal", "state.bin")} {
+		if code, _, errs := cli(t, "export", dir, dst); code != exitFailure || !strings.Contains(errs, "inside the database") {
+			t.Errorf("export to %s: exit %d %s", dst, code, errs)
+		}
+	}
+	if got := dirDigest(t, dir); got != before {
+		t.Fatal("a refused export changed the database directory")
+	}
+	out := t.TempDir()
+	file := filepath.Join(out, "state.bin")
+	if err := os.WriteFile(file, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := cli(t, "export", dir, file); code != exitFailure || !strings.Contains(errs, "--force") {
+		t.Errorf("export over an existing file: exit %d %s", code, errs)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "keep me" {
+		t.Fatal("a refused export replaced the file")
+	}
+	if code, _, errs := cli(t, "export", dir, out); code != exitFailure || !strings.Contains(errs, "is a directory") {
+		t.Errorf("export to a directory: exit %d %s", code, errs)
+	}
+	mustCLI(t, "export", "--force", dir, file)
+	if ents, _ := os.ReadDir(out); len(ents) != 1 {
+		t.Errorf("export left %d entries beside its file", len(ents))
+	}
+	if code, _, errs := cli(t, "import", "--height", "12", file, filepath.Join(dir, "wal")); code != exitFailure || !strings.Contains(errs, "inside the database") {
+		t.Errorf("import into a database's log directory: exit %d %s", code, errs)
+	}
+	if code, _, errs := cli(t, "wal", "dump", filepath.Join(dir, snapshotDirName(10))); code != exitFailure || !strings.Contains(errs, "neither") {
+		t.Errorf("wal dump of a snapshot directory: exit %d %s", code, errs)
+	}
+	if got := dirDigest(t, dir); got != before {
+		t.Fatal("a refused command changed the database directory")
 	}
 }
 

@@ -153,6 +153,9 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		return err
 	}
 	defer db.Close()
+	if tt, ok := db.LogTornTail(); ok {
+		fmt.Fprintf(stderr, "rewrite-snapshot: warning: %s\n", tornTailText(tt, db.Version(), true))
+	}
 	version, base := db.Version(), db.SnapshotVersion()
 	if version == base {
 		if err := db.Close(); err != nil {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	snapshottypes "cosmossdk.io/store/snapshots/types"
@@ -27,32 +29,55 @@ nodes in post-order, for each store in name order), zlib-compressed, i.e.
 the concatenation of the chunks the SDK's snapshot manager produces.`
 
 func newExportCmd() *cobra.Command {
-	var height int64
+	var (
+		height int64
+		force  bool
+	)
 	cmd := &cobra.Command{
 		Use:   "export <dir> <file>",
 		Short: "Write a version of a database as a state-sync snapshot stream file",
 		Long: `export opens a database read-only (it takes no lock) and writes the state of
 --height (default: the latest version) to <file> as a state-sync snapshot
 stream, the same one a node serves to peers. The file is written under a
-temporary name and renamed when complete.
+temporary name beside it and renamed when complete. An existing <file> is
+refused unless --force is given, and so is a <file> inside a database
+directory.
 
 ` + streamFormatHelp,
 		Example: `  memiavl export --height 1200 ./memiavl.db state-1200.bin`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExport(cmd.OutOrStdout(), args[0], args[1], height)
+			return runExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], height, force)
 		},
 	}
 	cmd.Flags().Int64Var(&height, "height", 0, "version to export (default: the latest)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace <file> if it exists")
 	return cmd
 }
 
-func runExport(w io.Writer, dir, file string, height int64) (err error) {
+func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (err error) {
 	if height < 0 {
 		return usagef("--height must not be negative")
 	}
 	if err := checkDBDir(dir); err != nil {
 		return err
+	}
+	// the destination is checked before any work
+	if db := enclosingDatabase(file); db != "" {
+		return fmt.Errorf("refusing to write %s inside the database directory %s", file, db)
+	}
+	switch fi, err := os.Lstat(file); {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("%s is a directory", file)
+	case err == nil && !force:
+		return fmt.Errorf("%s exists; --force replaces it", file)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if fi, err := os.Stat(filepath.Dir(file)); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", filepath.Dir(file))
 	}
 	// compat.SnapshotDB checks the snapshot files the version it exports
 	// comes from before it writes anything
@@ -61,6 +86,9 @@ func runExport(w io.Writer, dir, file string, height int64) (err error) {
 		return err
 	}
 	defer db.Close()
+	if tt, ok := db.LogTornTail(); ok {
+		fmt.Fprintf(diag, "export: warning: %s\n", tornTailText(tt, db.Version(), false))
+	}
 	if height == 0 {
 		height = db.Version()
 	}
@@ -68,11 +96,11 @@ func runExport(w io.Writer, dir, file string, height int64) (err error) {
 		return fmt.Errorf("%s has no committed version to export", dir)
 	}
 	start := time.Now()
-	tmp := file + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".*.tmp")
 	if err != nil {
 		return err
 	}
+	tmp := f.Name()
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -181,6 +209,9 @@ func (r endChecked) Read(p []byte) (int, error) {
 func runImport(w, diag io.Writer, file, dir string, height int64, stores []string) error {
 	if height <= 0 {
 		return usagef("--height is required and must be positive")
+	}
+	if db := enclosingDatabase(dir); db != "" {
+		return fmt.Errorf("refusing to import into %s, inside the database directory %s", dir, db)
 	}
 	f, err := os.Open(file)
 	if err != nil {

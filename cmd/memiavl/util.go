@@ -152,3 +152,33 @@ func checkDBDir(dir string) error {
 	}
 	return nil
 }
+
+// tornTailText describes a torn tail at the end of a database's log (see
+// multitree.DB.LogTornTail), which a writer's open cuts off (cut) and a
+// read-only one ignores; version is the one the database opened at.
+func tornTailText(tt wal.TornTail, version int64, cut bool) string {
+	what := "the next writable open cuts it off"
+	if cut {
+		what = "this open cut it off"
+	}
+	return fmt.Sprintf("the log ends in a torn tail: %d bytes at %s offset %d, an append a crash interrupted or a damaged last record; "+
+		"the database is at version %d, and any version the tail held is lost (%s)", tt.Bytes, tt.Path, tt.Offset, version, what)
+}
+
+// enclosingDatabase returns the database directory that path lies inside
+// (path's parent or a directory above it holding a database's current
+// file), "" if there is none.
+func enclosingDatabase(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		if fi, err := os.Lstat(filepath.Join(d, currentName)); err == nil && fi.Mode().IsRegular() {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return ""
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 )
 
 func newVerifyCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, strict bool
 	cmd := &cobra.Command{
 		Use:   "verify <dir>",
 		Short: "Check a database directory: checksums, tree structure, hashes, log continuity",
@@ -33,14 +33,22 @@ run it again, or while the node is stopped.
 
 On success it prints a report and exits 0. On the first problem it prints it
 (naming the file and byte offset where known) on stderr and exits 1; with
---json it also prints {"ok": false, "error": "..."} on stdout.`,
+--json it also prints {"ok": false, "error": "..."} on stdout.
+
+A torn tail at the end of the log (bytes after its last whole record) is a
+warning, not a failure: it is what a crash in the middle of an append
+leaves, and the database opens at the version before it. A damaged last
+record looks the same, so the versions the tail held are reported lost.
+With --strict, warnings (a torn tail, an unfinished rollback) fail the check
+too, with exit code 1.`,
 		Example: `  memiavl verify ~/.gaia/data/memiavl.db`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runVerify(cmd.OutOrStdout(), args[0], asJSON)
+			return runVerify(cmd.OutOrStdout(), args[0], asJSON, strict)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail (exit 1) on warnings too: a torn log tail, an unfinished rollback")
 	return cmd
 }
 
@@ -66,7 +74,7 @@ type verifyFailure struct {
 	Error string `json:"error"`
 }
 
-func runVerify(w io.Writer, dir string, asJSON bool) error {
+func runVerify(w io.Writer, dir string, asJSON, strict bool) error {
 	fail := func(err error) error {
 		if asJSON {
 			// The report still goes to stdout, so that a script reading
@@ -84,6 +92,14 @@ func runVerify(w io.Writer, dir string, asJSON bool) error {
 	rep, err := multitree.Verify(dir)
 	if err != nil {
 		return fail(fmt.Errorf("verify %s: FAILED: %w", dir, err))
+	}
+	if strict {
+		switch {
+		case rep.WALTornTail != nil:
+			return fail(fmt.Errorf("verify %s: FAILED (--strict): %s", dir, tornTailText(*rep.WALTornTail, rep.Version, false)))
+		case rep.RollbackTo != 0:
+			return fail(fmt.Errorf("verify %s: FAILED (--strict): a rollback to version %d is unfinished", dir, rep.RollbackTo))
+		}
 	}
 	if asJSON {
 		return writeJSON(w, verifyJSON{
@@ -103,8 +119,7 @@ func runVerify(w io.Writer, dir string, asJSON bool) error {
 		t.add("log", "versions %d..%d (checksums and continuity verified)", rep.WALFirst, rep.WALLast)
 	}
 	if tt := rep.WALTornTail; tt != nil {
-		t.add("warning", "log ends in a torn tail: %d bytes at %s offset %d (an interrupted append, or a damaged last record); the next writable open truncates it",
-			tt.Bytes, tt.Path, tt.Offset)
+		t.add("warning", "%s", tornTailText(*tt, rep.Version, false))
 	}
 	if rep.RollbackTo != 0 {
 		t.add("warning", "a rollback to version %d is unfinished: every open stops there, and the next writable open (rewrite-snapshot, or the node) finishes it", rep.RollbackTo)

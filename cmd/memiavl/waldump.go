@@ -44,7 +44,10 @@ database directory (its wal/ subdirectory is read) or a log directory.
 For each version it prints the store upgrades and, per store, the number of
 sets and deletes; --pairs also prints every pair's key and value in hex.
 Every record read is checksummed: damage is reported with the segment file
-and byte offset, and the command exits 1.
+and byte offset, and the command exits 1. A torn tail at the end of the
+newest segment (bytes after its last whole record: what a crash in the
+middle of an append leaves, or a damaged last record, which looks the same)
+is not part of the log; it is reported on stderr as a warning.
 
 It may run while a node has the database open. The node prunes the log after
 each snapshot rewrite: a segment removed while it is read ends the dump with
@@ -53,7 +56,7 @@ an error that says so and which version was printed last.`,
   memiavl wal dump --from 100 --to 110 --pairs ./memiavl.db`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runWALDump(cmd.OutOrStdout(), args[0], o)
+			return runWALDump(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
 		},
 	}
 	f := cmd.Flags()
@@ -94,7 +97,7 @@ func hasSegments(dir string) bool {
 	return false
 }
 
-func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
+func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	if o.from < 0 || o.to < 0 {
 		return usagef("--from and --to must not be negative")
 	}
@@ -107,13 +110,16 @@ func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
 	} else if _, err := os.Stat(dir); err != nil {
 		return err
 	}
-	// an empty log is one of a database (beside its current pointer);
-	// a directory without either is something else, not an empty log
+	// an empty log is one of a database: its wal directory, beside its
+	// current pointer; a directory with neither segments nor that place
+	// is something else, not an empty log
 	db := dir
 	if walDir == dir {
 		db = filepath.Dir(filepath.Clean(dir)) // given the log directory
 	}
-	if _, err := os.Stat(filepath.Join(db, currentName)); err != nil && !hasSegments(walDir) {
+	_, err := os.Stat(filepath.Join(db, currentName))
+	isLogDir := walDir != dir || filepath.Base(filepath.Clean(dir)) == walDirName
+	if (err != nil || !isLogDir) && !hasSegments(walDir) {
 		return fmt.Errorf("%s is neither a memiavl database nor its log directory (no %s, no log segments)", dir, currentName)
 	}
 	l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
@@ -125,6 +131,10 @@ func runWALDump(w io.Writer, dir string, o walDumpOptions) error {
 		walDumpOpened()
 	}
 	first, last := l.FirstVersion(), l.LastVersion()
+	if tt, ok := l.TornTail(); ok {
+		fmt.Fprintf(diag, "wal dump: warning: the log ends in a torn tail: %d bytes at %s offset %d, an append a crash interrupted or a damaged last record; "+
+			"the log ends at version %d, and any version the tail held is lost (the next writable open of the database cuts it off)\n", tt.Bytes, tt.Path, tt.Offset, last)
+	}
 	if last == 0 {
 		if !o.asJSON {
 			fmt.Fprintf(w, "log %s is empty\n", walDir)
