@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1392,4 +1394,45 @@ func TestTreeAfterUnmap(t *testing.T) {
 	closed("a new iterator", it2.Error())
 	_, err = tr.Export().Next()
 	closed("an export", err)
+}
+
+// TestOpenFailureKinds: a snapshot file that cannot be opened for want of
+// permission or descriptors is not reported as damage; a missing or
+// unreadable one is.
+func TestOpenFailureKinds(t *testing.T) {
+	for _, c := range []struct {
+		errno   syscall.Errno
+		corrupt bool
+	}{{syscall.EACCES, false}, {syscall.EPERM, false}, {syscall.EMFILE, false}, {syscall.ENOMEM, false}, {syscall.ENOENT, true}, {syscall.EIO, true}} {
+		err := openFailure(fmt.Errorf("store %q: %w", "a", &os.PathError{Op: "open", Path: "kvs", Err: c.errno}))
+		if errors.Is(err, ErrCorrupt) != c.corrupt || !errors.Is(err, c.errno) {
+			t.Errorf("%v: %v (corrupt %v, want %v)", c.errno, err, errors.Is(err, ErrCorrupt), c.corrupt)
+		}
+	}
+	t.Run("unreadable file", testOpenUnreadable)
+}
+
+// testOpenUnreadable opens a database with a snapshot file it may not
+// read, where permissions apply.
+func testOpenUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	kvs := filepath.Join(dir, snapshotDirName(0), treeDirName("a"), "kvs")
+	if err := os.Chmod(kvs, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(kvs, 0o644)
+	if f, err := os.Open(kvs); err == nil {
+		f.Close()
+		t.Skip("permissions do not apply (running as root)")
+	}
+	if _, err := Open(dir, Options{ReadOnly: true}); err == nil || errors.Is(err, ErrCorrupt) || !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("open with an unreadable snapshot file: %v, want a permission error, not ErrCorrupt", err)
+	}
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
@@ -92,7 +94,7 @@ func openGenerationAs(sdir, named string, version int64) (*generation, map[strin
 	mpath := filepath.Join(sdir, metadataFileName)
 	b, err := os.ReadFile(mpath)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: snapshot %s: %w", ErrCorrupt, sdir, err)
+		return nil, nil, openFailure(fmt.Errorf("snapshot %s: %w", sdir, err))
 	}
 	meta, err := decodeMetadata(mpath, b)
 	if err != nil {
@@ -112,7 +114,7 @@ func openGenerationAs(sdir, named string, version int64) (*generation, map[strin
 		tdir := filepath.Join(sdir, treeDirName(si.Name))
 		s, err := snapshot.OpenAs(tdir, filepath.Join(named, treeDirName(si.Name)))
 		if err != nil {
-			return fail(fmt.Errorf("%w: store %q: %w", ErrCorrupt, si.Name, err))
+			return fail(openFailure(fmt.Errorf("store %q: %w", si.Name, err)))
 		}
 		g.snaps[si.Name] = s
 		if s.Version() != version {
@@ -128,6 +130,17 @@ func openGenerationAs(sdir, named string, version int64) (*generation, map[strin
 		trees[si.Name] = t
 	}
 	return g, trees, nil
+}
+
+// openFailure is err, a failure to open a snapshot's file, as ErrCorrupt,
+// unless the file could not be opened for want of permission or of a
+// resource (descriptors, memory for its mapping): the files are whole then,
+// and a report of damage would send the operator the wrong way.
+func openFailure(err error) error {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM) {
+		return fmt.Errorf("multitree: %w", err)
+	}
+	return fmt.Errorf("%w: %w", ErrCorrupt, err)
 }
 
 // verify checks every file checksum and the full structure of every tree.

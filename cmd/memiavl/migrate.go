@@ -80,6 +80,12 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 		return fmt.Errorf("%s: an SDK application database is a directory named <name>.db (such as data/application.db)", src)
 	}
 	name = strings.TrimSuffix(name, ".db")
+	// every backend keeps a CURRENT file; without one src is not a
+	// database, and the opens below would write into it (goleveldb
+	// creates its LOCK file even read-only, rocksdb a new database)
+	if _, serr := os.Stat(filepath.Join(src, "CURRENT")); serr != nil {
+		return fmt.Errorf("%s holds no %s database: %w", src, backend, serr)
+	}
 	// read-only, and an error rather than a new database if src is not
 	// one
 	var db dbm.DB
@@ -89,11 +95,8 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 	case dbm.PebbleDBBackend:
 		db, err = openReadOnlyPebble(src)
 	default:
-		// built with the rocksdb tag only; its open creates a
-		// missing database, so src must hold one
-		if _, serr := os.Stat(filepath.Join(src, "CURRENT")); serr != nil {
-			return fmt.Errorf("%s holds no %s database: %w", src, backend, serr)
-		}
+		// built with the rocksdb tag only; its open would create a
+		// missing database (refused above)
 		db, err = dbm.NewDB(name, backend, parent)
 	}
 	if err != nil {

@@ -123,10 +123,12 @@ func TestImportIAVLPebble(t *testing.T) {
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, _ := cli(t, "import-iavl", "--backend", "pebbledb", empty, filepath.Join(t.TempDir(), "out")); code != exitFailure {
-		t.Errorf("import-iavl of an empty directory: exit %d", code)
-	}
-	if ents, err := os.ReadDir(empty); err != nil || len(ents) != 0 {
-		t.Errorf("import-iavl of an empty directory left %v (%v) in it", ents, err)
+	for _, backend := range []string{"pebbledb", "goleveldb"} {
+		if code, _, _ := cli(t, "import-iavl", "--backend", backend, empty, filepath.Join(t.TempDir(), "out")); code != exitFailure {
+			t.Errorf("import-iavl --backend %s of an empty directory: exit %d", backend, code)
+		}
+		if ents, err := os.ReadDir(empty); err != nil || len(ents) != 0 {
+			t.Errorf("import-iavl --backend %s of an empty directory left %v (%v) in it", backend, ents, err)
+		}
 	}
 }
