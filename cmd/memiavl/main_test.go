@@ -838,3 +838,25 @@ func TestRewriteKilled(t *testing.T) {
 	}
 	mustCLI(t, "verify", dir)
 }
+
+// TestRewriteInterruptedEarly: an interrupt that arrives before the
+// snapshot write starts (during the open or the check of the snapshot it
+// copies from) stops the command there, with no snapshot written.
+func TestRewriteInterruptedEarly(t *testing.T) {
+	dir := t.TempDir()
+	makeDB(t, dir, 0.01, 14, 10)
+	before := dirDigest(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	err := runRewrite(ctx, &out, &errb, dir, rewriteOptions{progress: "none"})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("rewrite-snapshot interrupted before its write: %v\n%s", err, errb.String())
+	}
+	if strings.Contains(errb.String(), "writing the snapshot") {
+		t.Fatalf("the interrupted command went on to write:\n%s", errb.String())
+	}
+	if got := dirDigest(t, dir); got != before {
+		t.Fatal("the interrupted command changed the database directory")
+	}
+}

@@ -117,6 +117,15 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// the first signal stops the work at its next check; a second one
+	// ends the process at once (the default action, once stop ran)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	interrupted := func(what string) error {
+		return fmt.Errorf("interrupted %s; no snapshot was written or pruned: %w", what, ctx.Err())
+	}
 
 	// what a rollback discards, for its report
 	var latestBefore int64
@@ -134,6 +143,9 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		// the writer's open rolls back: verify before anything changes
 		if err := verifyBase(stderr, dir, o.version); err != nil {
 			return err
+		}
+		if ctx.Err() != nil {
+			return interrupted("after the check")
 		}
 	}
 	db, err := multitree.Open(dir, multitree.Options{
@@ -153,6 +165,9 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		return err
 	}
 	defer db.Close()
+	if ctx.Err() != nil {
+		return interrupted("while the database was opened")
+	}
 	if tt, ok := db.LogTornTail(); ok {
 		fmt.Fprintf(stderr, "rewrite-snapshot: warning: %s\n", tornTailText(tt, db.Version(), true))
 	}
@@ -190,6 +205,9 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		fmt.Fprintf(stderr, "rewrite-snapshot: verifying snapshot %d, which the new one copies from\n", base)
 		if err := db.VerifySnapshot(); err != nil {
 			return fmt.Errorf("nothing was written or pruned: %w", err)
+		}
+		if ctx.Err() != nil {
+			return interrupted("during the check")
 		}
 	}
 	estimate := estimateSnapshotBytes(db, dir, base)
