@@ -175,6 +175,8 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 		}
 		defer os.RemoveAll(tmp)
 		dir = filepath.Join(tmp, "db")
+	} else if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("--dir %s is not a directory", dir)
 	} else if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return fmt.Errorf("--dir %s is not empty", dir)
 	}
@@ -183,7 +185,7 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 	res := &BenchResult{
 		Dir: o.dir, Seed: o.seed, Scale: gen.Config().Scale, Blocks: o.blocks, Stores: len(gen.Stores()),
 		SnapshotInterval: o.snapshotInterval, AsyncBuffer: o.asyncBuffer, Sync: policy.String(),
-		RewriteRateLimit: o.rateLimit,
+		RewriteRateLimit: o.rateLimit, Rewrites: []Rewrite{},
 	}
 	opts := multitree.Options{
 		CreateIfMissing:   true,

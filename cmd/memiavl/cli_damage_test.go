@@ -214,6 +214,9 @@ func TestCLIBadArgs(t *testing.T) {
 		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--snapshot-interval", "0"}, exitUsage},
 		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--sync", "sometimes"}, exitUsage},
 		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--dir", dir}, exitFailure},
+		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--dir", file}, exitFailure},
+		{[]string{"import", "--height", "5", file, file}, exitFailure},
+		{[]string{"import-memiavl", dir, filepath.Join(empty, "o")}, exitFailure},
 	} {
 		code, out, errs := runChecked(t, c.args...)
 		switch {
@@ -224,6 +227,10 @@ func TestCLIBadArgs(t *testing.T) {
 		}
 		if code != 0 && strings.TrimSpace(errs) == "" {
 			t.Errorf("memiavl %v: exit %d without a message", c.args, code)
+		}
+		// a message that names the problem, not a system call's
+		if code != 0 && (strings.Contains(errs, ": not a directory") || strings.Contains(errs, "readlink")) {
+			t.Errorf("memiavl %v: a system call's error for a message: %s", c.args, errs)
 		}
 		if c.args[0] == "rewrite-snapshot" {
 			os.Remove(filepath.Join(dir, "LOCK")) // a writer's open takes the lock file

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -91,8 +92,8 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 		Version:         view.Version(),
 		AppHash:         hex.EncodeToString(view.CommitInfo().Hash()),
 		SnapshotVersion: db.SnapshotVersion(),
-		WALBytes:        dirSize(filepath.Join(dir, walDirName)),
-		DiskBytes:       dirSize(dir),
+		WALBytes:        sysstat.DiskUsage(filepath.Join(dir, walDirName)),
+		DiskBytes:       sysstat.DiskUsage(dir),
 	}
 	if tt, ok := db.LogTornTail(); ok {
 		res.WALTornTail = &tt

@@ -168,6 +168,13 @@ after it. The reference directory is only read; its node must be stopped.
 			if _, err := os.Stat(args[0]); err != nil {
 				return err
 			}
+			fi, err := os.Lstat(filepath.Join(args[0], currentName))
+			if err != nil {
+				return fmt.Errorf("%s holds no reference memiavl database (no 'current' link)", args[0])
+			}
+			if fi.Mode().IsRegular() {
+				return fmt.Errorf("%s is a database of this format already, not one of the reference memiavl (its 'current' is a file, not a link): open it as it is, or copy it with 'memiavl export' and 'memiavl import'", args[0])
+			}
 			start := time.Now()
 			if err := compat.ImportMemIAVL(args[0], args[1], multitree.Options{RewriteConcurrency: concurrency, SnapshotInterval: -1}); err != nil {
 				return err

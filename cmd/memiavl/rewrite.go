@@ -212,7 +212,7 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	}
 	estimate := estimateSnapshotBytes(db, dir, base)
 	tmp := filepath.Join(dir, snapshotDirName(version)+tmpSuffix)
-	fmt.Fprintf(stderr, "rewrite-snapshot: writing the snapshot of version %d (current snapshot %d, %d versions in the log after it)\n",
+	fmt.Fprintf(stderr, "rewrite-snapshot: writing the snapshot of version %d (base snapshot %d, %d versions in the log after it)\n",
 		version, base, version-base)
 
 	start := time.Now()

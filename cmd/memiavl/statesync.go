@@ -213,6 +213,9 @@ func runImport(w, diag io.Writer, file, dir string, height int64, stores []strin
 	if db := enclosingDatabase(dir); db != "" {
 		return fmt.Errorf("refusing to import into %s, inside the database directory %s", dir, db)
 	}
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
 	f, err := os.Open(file)
 	if err != nil {
 		return err
