@@ -246,6 +246,9 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	t.add("snapshot", "%s written: %s in %.2fs (%.1f MB/s)", snapshotDirName(version), formatBytes(written),
 		elapsed.Seconds(), float64(written)/1e6/max(elapsed.Seconds(), 1e-9))
 	t.add("current", "version %d", version)
+	if o.rollback && latestBefore > version {
+		t.add("rolled back", "versions %d..%d discarded", version+1, latestBefore)
+	}
 	t.add("kept snapshots", "%v", kept)
 	if last == 0 {
 		t.add("log", "empty")
