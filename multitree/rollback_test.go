@@ -640,3 +640,55 @@ func TestMissingLogDirectory(t *testing.T) {
 	}
 	ro.Close()
 }
+
+// TestLostCurrentIsNotANewDatabase: a database whose current file is gone
+// still holds its snapshots and log; an open that may create a database
+// must not take the directory for an empty one (the create would remove
+// the snapshots as leftovers and replay the log onto empty trees), and a
+// read-only open must not call it missing.
+func TestLostCurrentIsNotANewDatabase(t *testing.T) {
+	for _, snapshot := range []bool{true, false} {
+		dir := t.TempDir()
+		db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		commitN(t, db, 8, 5)
+		if snapshot {
+			if err := db.RewriteSnapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hashes := commitN(t, db, 8, 3)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		good, err := os.ReadFile(filepath.Join(dir, currentFileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(dir, currentFileName)); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.ReadDir(dir)
+		for _, opts := range []Options{{CreateIfMissing: true, InitialStores: crashStores}, {ReadOnly: true}, {}} {
+			if _, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("snapshot %v: open %+v of a database without current: %v, want ErrCorrupt", snapshot, opts, err)
+			}
+		}
+		if after, _ := os.ReadDir(dir); len(after) != len(before) {
+			t.Fatalf("snapshot %v: the refused opens changed the directory: %v, then %v", snapshot, before, after)
+		}
+		if err := writeFileReplace(dir, currentFileName, good); err != nil {
+			t.Fatal(err)
+		}
+		db, err = Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db.Version() != 8 || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[8]) {
+			t.Fatalf("snapshot %v: reopened at %d", snapshot, db.Version())
+		}
+		db.Close()
+	}
+}
