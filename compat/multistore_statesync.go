@@ -2,6 +2,7 @@ package compat
 
 import (
 	"errors"
+	"fmt"
 
 	errorsmod "cosmossdk.io/errors"
 	snapshottypes "cosmossdk.io/store/snapshots/types"
@@ -26,6 +27,11 @@ func (s *MultiStore) Snapshot(height uint64, protoWriter protoio.Writer) error {
 	if height > uint64(db.Version()) {
 		return errorsmod.Wrapf(types.ErrLogic, "cannot snapshot future height %v", height)
 	}
+	// the snapshot manager's extensions read height after this returns,
+	// until the manager calls PruneSnapshotHeight (see viewCache.hold)
+	if err := s.views.hold(db, int64(height)); err != nil {
+		return fmt.Errorf("snapshot of height %d: %w", height, err)
+	}
 	return SnapshotDB(db, height, protoWriter)
 }
 
@@ -49,9 +55,12 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 	return item, s.LoadLatestVersion()
 }
 
-// PruneSnapshotHeight implements snapshottypes.Snapshotter as a no-op:
-// versions are not pruned by height, a snapshot is taken of a kept version.
-func (s *MultiStore) PruneSnapshotHeight(int64) {}
+// PruneSnapshotHeight implements snapshottypes.Snapshotter. The SDK's
+// snapshot manager calls it once a snapshot of height, its extensions'
+// payloads included, is complete: the pin Snapshot took on the version, so
+// that the extensions could read it however many blocks commit meanwhile,
+// is given up (versions are otherwise not pruned by height).
+func (s *MultiStore) PruneSnapshotHeight(height int64) { s.views.unhold(height) }
 
 // SetSnapshotInterval implements snapshottypes.Snapshotter. The interval is
 // recorded; it does not change which versions are kept.

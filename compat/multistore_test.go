@@ -448,6 +448,72 @@ func TestBufferedWrites(t *testing.T) {
 	p.commitRandom(r, []string{"a", "b"}, 5)
 }
 
+// TestSnapshotHeightHeldUntilPruned: the SDK's snapshot manager has its
+// extensions (wasm's) read the snapshot's height through
+// CacheMultiStoreWithVersion after Snapshot returns, however many blocks
+// commit and snapshots switch meanwhile, until it calls
+// PruneSnapshotHeight; until then those reads must work (an
+// ErrVersionReleased panic on the manager's goroutine would end the node),
+// and after it the version is given up like any other.
+func TestSnapshotHeightHeldUntilPruned(t *testing.T) {
+	r := testutil.Rand(t)
+	p := newPair(t, smallMount)
+	cfg := p.cfg
+	cfg.SnapshotInterval, cfg.SnapshotKeepRecent, cfg.QueryViews = 4, 0, 2
+	p.ours.Close()
+	p.ours = newOurs(t, p.dir, cfg, p.keys, smallMount, nil)
+	for i := 0; i < 3; i++ {
+		p.commitRandom(r, []string{"a", "b"}, 50)
+	}
+	var sink bytes.Buffer
+	if err := p.ours.Snapshot(3, protoio.NewDelimitedWriter(&sink)); err != nil {
+		t.Fatal(err)
+	}
+	branch, err := p.ours.CacheMultiStoreWithVersion(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := branch.GetKVStore(p.keys["a"])
+	var want [][]byte
+	for it := store.Iterator(nil, nil); it.Valid(); it.Next() {
+		want = append(want, bytes.Clone(it.Key()))
+	}
+	it := store.Iterator(nil, nil)
+	if !it.Valid() {
+		t.Fatal("empty iterator")
+	}
+	got := [][]byte{bytes.Clone(it.Key())}
+	for i := 0; i < 20; i++ {
+		p.commitRandom(r, []string{"a", "b"}, 50)
+	}
+	if err := p.ours.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < cfg.QueryViews+2; i++ {
+		p.commitRandom(r, []string{"a", "b"}, 50)
+	}
+	// held: the iteration goes on, and a new branch of the height opens
+	for it.Next(); it.Valid(); it.Next() {
+		got = append(got, bytes.Clone(it.Key()))
+	}
+	it.Close()
+	if len(got) != len(want) {
+		t.Fatalf("the held height iterated %d keys, %d before the switch", len(got), len(want))
+	}
+	if _, err := p.ours.CacheMultiStoreWithVersion(3); err != nil {
+		t.Fatalf("a branch of the held height: %v", err)
+	}
+	// given up: as any evicted version
+	p.ours.PruneSnapshotHeight(3)
+	for i := 0; i < cfg.QueryViews; i++ {
+		p.commitRandom(r, []string{"a", "b"}, 50)
+	}
+	rec := mustPanic(t, func() { store.Get([]byte("k001x")) })
+	if err, ok := rec.(error); !ok || !errors.Is(err, compat.ErrVersionReleased) {
+		t.Fatalf("read of a pruned snapshot height panicked with %v", rec)
+	}
+}
+
 // TestHistoricalBranchLifetime checks that a historical branch holds no view
 // between reads: once its version is evicted and unmapped, reads fail with
 // ErrVersionReleased instead of touching unmapped memory.

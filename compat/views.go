@@ -29,6 +29,14 @@ import (
 // snapshots unmapped, its next read panics with ErrVersionReleased, the
 // counterpart of a version pruned under a query in rootmulti, instead of
 // reading unmapped memory. No finalizer is involved.
+//
+// A state-sync snapshot is the exception: the SDK's snapshot manager takes
+// it on a goroutine of its own, and its extensions (wasm's, for one) read
+// the snapshot's version through CacheMultiStoreWithVersion for as long as
+// they take, while blocks commit. Snapshot holds a pin on that version's
+// view (viewCache.hold) until the manager's PruneSnapshotHeight, as
+// rootmulti's pruning keeps a snapshot height until then; one version at a
+// time, as the manager takes one snapshot at a time.
 
 // viewCache holds the database views of recent versions, each with one
 // reference, for at most size versions.
@@ -39,13 +47,54 @@ type viewCache struct {
 		db    *multitree.DB // the database the views are of; nil: none (closed)
 		views map[int64]*multitree.View
 		order []int64 // least recently used first
+		// held: views pinned for a state-sync snapshot (see hold), one
+		// Pin each, served by get whether or not views has them
+		held map[int64]*multitree.View
 	}
 }
 
 func newViewCache(size int) *viewCache {
 	c := &viewCache{size: max(size, 1)}
 	c.mu.views = map[int64]*multitree.View{}
+	c.mu.held = map[int64]*multitree.View{}
 	return c
+}
+
+// hold keeps the view of version readable until unhold(version), a rebind
+// or the next hold of another version: get serves it even after the cache
+// evicted it and a snapshot switch would have unmapped its snapshots.
+func (c *viewCache) hold(db *multitree.DB, version int64) error {
+	v, err := c.get(db, version) // pinned for us
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.db != db {
+		v.Unpin()
+		return ErrNotLoaded
+	}
+	if old, ok := c.mu.held[version]; ok {
+		old.Unpin() // held already: one pin is enough
+	}
+	for h, old := range c.mu.held {
+		if h != version {
+			old.Unpin()
+			delete(c.mu.held, h)
+		}
+	}
+	c.mu.held[version] = v
+	return nil
+}
+
+// unhold gives up the pin hold took on version, if any.
+func (c *viewCache) unhold(version int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.mu.held[version]; ok {
+		v.Unpin()
+		delete(c.mu.held, version)
+	}
 }
 
 // get returns the view of version, pinned for the caller (who must Unpin
@@ -58,6 +107,10 @@ func (c *viewCache) get(db *multitree.DB, version int64) (*multitree.View, error
 	}
 	if v, ok := c.mu.views[version]; ok && v.Pin() {
 		c.touchLocked(version)
+		c.mu.Unlock()
+		return v, nil
+	}
+	if v, ok := c.mu.held[version]; ok && v.Pin() {
 		c.mu.Unlock()
 		return v, nil
 	}
@@ -142,8 +195,12 @@ func (c *viewCache) bind(db *multitree.DB) {
 	for _, v := range c.mu.views {
 		v.Release()
 	}
+	for _, v := range c.mu.held {
+		v.Unpin()
+	}
 	c.mu.db = db
 	c.mu.views = map[int64]*multitree.View{}
+	c.mu.held = map[int64]*multitree.View{}
 	c.mu.order = nil
 }
 
