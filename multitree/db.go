@@ -625,18 +625,9 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 	}()
 	if first := db.log.FirstVersion(); first == 0 || first > from+1 {
 		// An empty log or one that starts later is fine only when the
-		// first version to replay is the database's first version: its
-		// initial version, which snapshot 0 records and the trees over
-		// it start at.
+		// first version to replay is the database's first version.
 		if !(from == 0 && first != 0) {
 			return fmt.Errorf("%w: the log holds versions %d..%d, replay needs %d..%d", ErrCorrupt, first, db.log.LastVersion(), from+1, to)
-		}
-		for _, t := range trees {
-			if want := t.WorkingVersion(); first != want {
-				return fmt.Errorf("%w: the log starts at version %d, but the database's first version is %d (snapshot 0 records it): the log's first versions are lost",
-					ErrCorrupt, first, want)
-			}
-			break // the trees of a snapshot share its initial version
 		}
 		if to < first {
 			// a version before the database's first (its initial
@@ -985,9 +976,7 @@ func (db *DB) WorkingVersion() int64 {
 
 // SetInitialVersion sets the version of the first commit. It is only valid
 // before anything is committed; changes already made to the working version
-// are kept and committed at the new one, as rootmulti does. The initial
-// version is recorded with snapshot 0, so that an open can tell a log that
-// lost its first versions from one that starts at the initial version.
+// are kept and committed at the new one, as rootmulti does.
 func (db *DB) SetInitialVersion(v int64) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -996,14 +985,6 @@ func (db *DB) SetInitialVersion(v int64) error {
 	}
 	if v < 0 || db.mu.version != 0 {
 		return fmt.Errorf("%w: initial version can only be set before the first commit", ErrVersion)
-	}
-	if g := db.mu.gen; g.version == 0 && g.meta.InitialVersion != v {
-		m := *g.meta
-		m.InitialVersion = v
-		if err := writeFileAtomic(filepath.Join(db.dir, snapshotDirName(0)), metadataFileName, m.encode()); err != nil {
-			return err
-		}
-		g.meta = &m
 	}
 	for _, t := range db.mu.trees {
 		if err := t.SetInitialVersion(v); err != nil {

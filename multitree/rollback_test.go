@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -692,73 +691,4 @@ func TestLostCurrentIsNotANewDatabase(t *testing.T) {
 		}
 		db.Close()
 	}
-}
-
-// TestLostFirstLogSegment: before its first snapshot after 0, a database
-// is snapshot 0 and the whole log; a log that lost its first segment must
-// not be replayed onto the empty trees as if it started at the database's
-// first version. The initial version SetInitialVersion gives is recorded
-// with snapshot 0, so a log that starts there still opens.
-func TestLostFirstLogSegment(t *testing.T) {
-	for _, initial := range []int64{0, 50} {
-		dir := t.TempDir()
-		opts := Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1, WALSegmentSize: 4096}
-		db, err := Open(dir, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if initial > 0 {
-			if err := db.SetInitialVersion(initial); err != nil {
-				t.Fatal(err)
-			}
-			// recorded: a reopen before the first commit keeps it
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if db, err = Open(dir, opts); err != nil {
-				t.Fatal(err)
-			}
-			if db.WorkingVersion() != initial {
-				t.Fatalf("initial version %d not kept over a reopen: working version %d", initial, db.WorkingVersion())
-			}
-		}
-		hashes := commitN(t, db, 9, 12)
-		last := db.Version()
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-		db, err = Open(dir, opts)
-		if err != nil {
-			t.Fatalf("initial %d: reopen: %v", initial, err)
-		}
-		if db.Version() != last || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[last]) {
-			t.Fatalf("initial %d: reopened at %d", initial, db.Version())
-		}
-		db.Close()
-		segs := segmentFilesOf(t, dir)
-		if len(segs) < 2 {
-			t.Fatalf("initial %d: %d log segments, want several", initial, len(segs))
-		}
-		if err := os.Remove(segs[0]); err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range []Options{opts, {ReadOnly: true}} {
-			if db, err := Open(dir, o); !errors.Is(err, ErrCorrupt) {
-				if err == nil {
-					db.Close()
-				}
-				t.Fatalf("initial %d: open %+v of a log without its first segment: %v, want ErrCorrupt", initial, o, err)
-			}
-		}
-	}
-}
-
-func segmentFilesOf(t *testing.T, dir string) []string {
-	t.Helper()
-	segs, err := filepath.Glob(filepath.Join(dir, walDirName, "*.wal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(segs)
-	return segs
 }
