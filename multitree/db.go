@@ -200,14 +200,6 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if !errors.Is(statErr, os.ErrNotExist) {
 			return nil, statErr
 		}
-		// a database that lost its current file is not a new one: a
-		// create would remove its snapshots as leftovers
-		if what, err := orphanedState(dir); err != nil {
-			return nil, err
-		} else if what != "" {
-			return nil, fmt.Errorf("%w: %s has no %s file but holds %s: restore %s (it names the newest whole snapshot) or move the directory away",
-				ErrCorrupt, dir, currentFileName, what, currentFileName)
-		}
 		if !opts.CreateIfMissing {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, dir)
 		}

@@ -6,12 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // syncDir fsyncs a directory so that renames and removals in it are durable.
@@ -314,38 +311,4 @@ func removeEntries(dir string, match func(name string) bool) error {
 		return syncDir(dir)
 	}
 	return nil
-}
-
-// orphanedState describes the database state in dir, which has no current
-// file: the snapshots of versions after 0 and the versions in the log,
-// which only a database writes (a create, or an import interrupted before
-// its current file, leaves at most a snapshot 0, temporary entries and an
-// empty log); "" if there is none.
-func orphanedState(dir string) (string, error) {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	var found []string
-	for _, e := range ents {
-		if v, ok := parseSnapshotDirName(e.Name()); ok && v > 0 {
-			found = append(found, "snapshot "+strconv.FormatInt(v, 10))
-		}
-	}
-	walDir := filepath.Join(dir, walDirName)
-	if fi, err := os.Stat(walDir); err == nil && fi.IsDir() {
-		l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
-		if err != nil {
-			found = append(found, fmt.Sprintf("a log that does not open (%v)", err))
-		} else {
-			if last := l.LastVersion(); last > 0 {
-				found = append(found, fmt.Sprintf("log versions %d..%d", l.FirstVersion(), last))
-			}
-			_ = l.Close()
-		}
-	}
-	return strings.Join(found, ", "), nil
 }
