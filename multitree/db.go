@@ -301,15 +301,21 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		// current damaged or stale (restored from a backup, or copied
 		// from another database), the newest of them could be the only
 		// whole state left.
+		// An open at an older snapshot (a TargetVersion, a rollback past
+		// a damaged current snapshot) goes on without the check, and
+		// leaves the newer snapshots for a later open to judge.
+		currentOpens := true
 		if base != current {
 			g, _, err := openGeneration(dir, current)
-			if err != nil {
+			if err == nil {
+				g.release()
+			}
+			currentOpens = err == nil
+		}
+		if currentOpens {
+			if err := removeLeftovers(dir, current); err != nil {
 				return nil, err
 			}
-			g.release()
-		}
-		if err := removeLeftovers(dir, current); err != nil {
-			return nil, err
 		}
 	}
 	var checks []storeCheck

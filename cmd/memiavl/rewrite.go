@@ -166,6 +166,9 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	}
 	defer db.Close()
 	if ctx.Err() != nil {
+		if o.rollback {
+			return fmt.Errorf("interrupted after the open, which rolled the database back to version %d; no snapshot was written: %w", db.Version(), ctx.Err())
+		}
 		return interrupted("while the database was opened")
 	}
 	if tt, ok := db.LogTornTail(); ok {
