@@ -74,14 +74,10 @@ func (c *viewCache) hold(db *multitree.DB, version int64) error {
 		v.Unpin()
 		return ErrNotLoaded
 	}
-	if old, ok := c.mu.held[version]; ok {
-		old.Unpin() // held already: one pin is enough
-	}
+	// one version at a time, with one pin (this one, if held already)
 	for h, old := range c.mu.held {
-		if h != version {
-			old.Unpin()
-			delete(c.mu.held, h)
-		}
+		old.Unpin()
+		delete(c.mu.held, h)
 	}
 	c.mu.held[version] = v
 	return nil

@@ -300,10 +300,9 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		// and are removed, but only once current's snapshot opens: were
 		// current damaged or stale (restored from a backup, or copied
 		// from another database), the newest of them could be the only
-		// whole state left.
-		// An open at an older snapshot (a TargetVersion, a rollback past
-		// a damaged current snapshot) goes on without the check, and
-		// leaves the newer snapshots for a later open to judge.
+		// whole state left. An open at an older snapshot (a
+		// TargetVersion, a rollback past a damaged current snapshot) does
+		// not need current's and leaves the newer ones for a later open.
 		currentOpens := true
 		if base != current {
 			g, _, err := openGeneration(dir, current)

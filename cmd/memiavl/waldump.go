@@ -132,8 +132,7 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	}
 	first, last := l.FirstVersion(), l.LastVersion()
 	if tt, ok := l.TornTail(); ok {
-		fmt.Fprintf(diag, "wal dump: warning: the log ends in a torn tail: %d bytes at %s offset %d, an append a crash interrupted or a damaged last record; "+
-			"the log ends at version %d, and any version the tail held is lost (the next writable open of the database cuts it off)\n", tt.Bytes, tt.Path, tt.Offset, last)
+		fmt.Fprintf(diag, "wal dump: warning: %s\n", tornTailText(tt, last, false))
 	}
 	if last == 0 {
 		if !o.asJSON {
