@@ -64,6 +64,7 @@ type DB struct {
 		gen     *generation              // snapshots under trees; the DB holds one reference
 		version int64                    // last committed version
 		initial int64                    // initial version
+		first   int64                    // what the "first" file records (0: none)
 		info    *storetypes.CommitInfo   // of version
 		pending wal.Entry                // changes of the working version
 		// origins maps the stores after the working version's upgrades
@@ -201,6 +202,9 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			return nil, statErr
 		}
 		if !opts.CreateIfMissing {
+			if err := refuseOrphaned(dir); err != nil {
+				return nil, err
+			}
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, dir)
 		}
 		// refused before anything is written: a database created and
@@ -212,6 +216,10 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			return nil, err
 		}
 		if db.lock, err = lockDir(dir); err != nil {
+			return nil, err
+		}
+		// under the lock, which an import at work holds
+		if err := refuseOrphaned(dir); err != nil {
 			return nil, err
 		}
 		if err := db.create(); err != nil {
@@ -226,6 +234,10 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		// reads (it removes the snapshots current no longer names), so
 		// what it reads is made durable first.
 		if err := syncDir(dir); err != nil {
+			return nil, err
+		}
+		// the marker of an import stopped after it wrote current
+		if err := removeImportMarker(dir); err != nil {
 			return nil, err
 		}
 		// what an interrupted import that was to replace this database
@@ -367,12 +379,21 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		return nil, err
 	}
 	last := db.log.LastVersion()
+	// read after the log: the first commit writes it before its entry
+	if db.mu.first, err = readFirst(dir); err != nil {
+		return nil, err
+	}
 	if base == 0 {
 		// snapshot 0 records the initial version of the database's
 		// creation; SetInitialVersion may have changed it before the
 		// first commit, which the log starts with (a later snapshot
 		// records it, and Verify checks the log against it)
-		if first := db.log.FirstVersion(); first > 1 {
+		first := db.log.FirstVersion()
+		if rec := db.mu.first; first != 0 && rec != 0 && first != rec {
+			return nil, fmt.Errorf("%w: the log %s begins at version %d, but the database's first commit was version %d (%s): its first segment is missing",
+				ErrCorrupt, filepath.Join(dir, walDirName), first, rec, filepath.Join(dir, firstFileName))
+		}
+		if first > 1 {
 			db.mu.initial = first
 		}
 	}
@@ -591,6 +612,10 @@ func (db *DB) create() error {
 	if err := removeSnapshotDir(db.dir, 0); err != nil {
 		return err
 	}
+	// nor is the record of a first commit
+	if err := os.Remove(filepath.Join(db.dir, firstFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	if err := writeSnapshotDir(context.Background(), db.dir, 0, db.opts.InitialVersion, trees, 1, nil, nil); err != nil {
 		return err
 	}
@@ -599,7 +624,11 @@ func (db *DB) create() error {
 	if err := mkdirDurable(filepath.Join(db.dir, walDirName)); err != nil {
 		return err
 	}
-	return writeFileAtomic(db.dir, currentFileName, encodeCurrent(0))
+	if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(0)); err != nil {
+		return err
+	}
+	// an interrupted import's, whose snapshot the open removes next
+	return removeImportMarker(db.dir)
 }
 
 // replay applies the log entries after version from, up to to, to trees,
@@ -1275,6 +1304,13 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 		if err := db.checkLoggedLocked(entry); err != nil {
 			return nil, err
 		}
+	} else if db.mu.version == 0 && db.mu.first != v {
+		// the database's first commit: recorded before the log has
+		// it (see firstFileName)
+		if err := writeFileAtomic(db.dir, firstFileName, encodeFirst(v)); err != nil {
+			return nil, fmt.Errorf("multitree: recording the first version %d: %w", v, err)
+		}
+		db.mu.first = v
 	}
 	db.hashTreesLocked()
 	for name, t := range db.mu.trees {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // syncDir fsyncs a directory so that renames and removals in it are durable.
@@ -151,6 +153,20 @@ func readRollback(dir string) (int64, error) {
 	return decodeRollback(path, b)
 }
 
+// readFirst returns the version of the database's first commit that dir's
+// "first" file records, 0 when there is none.
+func readFirst(dir string) (int64, error) {
+	path := filepath.Join(dir, firstFileName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return decodeFirst(path, b)
+}
+
 // readRollbacks returns the count of rollbacks begun in dir that its
 // "rollbacks" file records, 0 when there is none.
 func readRollbacks(dir string) (uint64, error) {
@@ -285,10 +301,83 @@ func ownTemporary(name string) bool {
 		return true
 	}
 	switch base {
-	case currentFileName, rollbackFileName, rollbacksName:
+	case currentFileName, rollbackFileName, rollbacksName, importFileName, firstFileName:
 		return true
 	}
 	return false
+}
+
+// orphanedState describes what makes dir, which has no current pointer,
+// more than an interrupted create or import leaves there: a snapshot
+// directory other than snapshot 0, or a log with entries, without the
+// import marker (importFileName) that says an interrupted import wrote
+// them. Such a directory is a database that lost its current pointer:
+// creating a database there would remove its snapshots and replay its log
+// onto empty trees, and an import would remove both. It returns "" when
+// dir holds nothing of the kind (or does not exist).
+func orphanedState(dir string) (string, error) {
+	if _, err := os.Lstat(filepath.Join(dir, importFileName)); err == nil {
+		return "", nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	versions, err := listSnapshots(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, v := range versions {
+		if v != 0 {
+			found = append(found, snapshotDirName(v))
+		}
+	}
+	walDir := filepath.Join(dir, walDirName)
+	if _, err := os.Lstat(walDir); err == nil {
+		log, err := wal.Open(walDir, wal.Options{ReadOnly: true})
+		if err != nil {
+			found = append(found, fmt.Sprintf("a log that cannot be read (%v)", err))
+		} else {
+			if last := log.LastVersion(); last != 0 {
+				found = append(found, fmt.Sprintf("a log of versions %d..%d", log.FirstVersion(), last))
+			}
+			_ = log.Close()
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	return strings.Join(found, ", "), nil
+}
+
+// refuseOrphaned fails with ErrCorrupt when dir, which has no current
+// pointer, holds a database's state (see orphanedState).
+func refuseOrphaned(dir string) error {
+	what, err := orphanedState(dir)
+	if err != nil || what == "" {
+		return err
+	}
+	if exists, _ := hasDatabase(dir); exists {
+		// an import (a reader's open does not hold the lock) wrote
+		// current and removed its marker meanwhile
+		return nil
+	}
+	return fmt.Errorf("%w: %s has no %s file but holds %s: a database that lost its %s file (restore it, or move the directory away)",
+		ErrCorrupt, dir, currentFileName, what, currentFileName)
+}
+
+// removeImportMarker removes the import marker of dir (see
+// importFileName), if there is one, durably.
+func removeImportMarker(dir string) error {
+	err := os.Remove(filepath.Join(dir, importFileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(dir)
 }
 
 // removeEntries removes the entries of dir whose names match, and fsyncs dir

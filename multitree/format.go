@@ -18,6 +18,8 @@ import (
 //	<dir>/current                   name of the current snapshot directory (see below)
 //	<dir>/rollback                  present while a rollback runs: its target (see below)
 //	<dir>/rollbacks                 how many rollbacks were begun, once there was one (see below)
+//	<dir>/import                    present while an import writes the database (see below)
+//	<dir>/first                     the version of the first commit after snapshot 0 (see below)
 //	<dir>/snapshot-<version>/       one per kept snapshot; <version> is 20 zero-padded digits
 //	    metadata                    the version, initial version and the stores' root hashes
 //	    <tree dir>/                 one snapshot (package snapshot) per store
@@ -30,6 +32,31 @@ import (
 // all. The database's leftover ".tmp" entries (of snapshot directories and of
 // current, rollback and rollbacks) are removed by the next writer Open; other
 // entries are left alone.
+//
+// An import writes "import" (atomically, as "current"; its content is
+// text for people and is not read) before anything else it writes in the
+// directory, and removes it once "current" is written. A directory without
+// "current" that holds a snapshot other than snapshot 0, or a log with
+// entries, is a database that lost "current" unless "import" is there to
+// say that an interrupted import left them: Open and Import refuse it
+// (ErrCorrupt), where they would otherwise take it for empty and remove its
+// snapshots. A writer Open of a database with "current" removes an
+// "import" left by an import stopped after writing "current".
+//
+// The "first" file (little-endian):
+//
+//	0       4     magic 0x4D545346 ("FSTM" on disk)
+//	4       4     format version (1)
+//	8       8     version of the database's first commit (int64)
+//	16      4     CRC32C of the preceding 16 bytes
+//
+// The first commit of a database at snapshot 0 writes it (atomically, as
+// "current") before it appends the version to the log. While snapshot 0 is
+// the snapshot an open starts from, the log must begin with that version:
+// a log that begins later has lost its first segment, which nothing else
+// would show, since a database's first version may be any (its initial
+// version). Databases written before the file existed have none and are
+// not checked.
 //
 // A store's tree directory is "s-" followed by its name when the name consists
 // only of [A-Za-z0-9_.-] (and is at most 100 bytes), else "x-" and the name in
@@ -95,6 +122,8 @@ const (
 	rollbackFormat  uint32 = 1
 	rollbacksMagic  uint32 = 0x4D434252
 	rollbacksFormat uint32 = 1
+	firstMagic      uint32 = 0x4D545346
+	firstFormat     uint32 = 1
 	smallFileSize          = 20 // of "rollback" and "rollbacks"
 	hashSize               = 32
 	// maxStoreName bounds a store name: its tree directory's name
@@ -107,6 +136,8 @@ const (
 	currentFileName  = "current"
 	rollbackFileName = "rollback"
 	rollbacksName    = "rollbacks"
+	importFileName   = "import"
+	firstFileName    = "first"
 	walDirName       = "wal"
 	metadataFileName = "metadata"
 	snapshotPrefix   = "snapshot-"
@@ -258,6 +289,22 @@ func decodeRollback(path string, b []byte) (int64, error) {
 	}
 	if v := int64(u); v <= 0 {
 		return 0, bad(8, "rollback target %d is not a version", v)
+	}
+	return int64(u), nil
+}
+
+func encodeFirst(v int64) []byte {
+	return encodeSmall(firstMagic, firstFormat, uint64(v))
+}
+
+func decodeFirst(path string, b []byte) (int64, error) {
+	bad := badAt(path)
+	u, err := decodeSmall(b, firstMagic, firstFormat, bad)
+	if err != nil {
+		return 0, err
+	}
+	if v := int64(u); v <= 0 {
+		return 0, bad(8, "first version %d is not a version", v)
 	}
 	return int64(u), nil
 }

@@ -904,8 +904,9 @@ func fsoImportCase(t *testing.T, strace string) {
 		}
 		return from, f.first(from+1, func(c *straceCall) bool { return strings.HasPrefix(f.marker(c), "imported ") })
 	}
-	// the fsync of the directory d after the rename of current in it,
-	// within a phase
+	// the fsyncs of the directory d after the rename of current in it,
+	// within a phase (the one that follows the rename, and the one after
+	// the removal of the import marker)
 	afterCurrent := func(d string, from, to int) []int {
 		i := f.first(from, func(c *straceCall) bool {
 			_, dst, _ := fsoCallPaths(c)
@@ -914,7 +915,11 @@ func fsoImportCase(t *testing.T, strace string) {
 		if i < 0 || i > to {
 			return nil
 		}
-		return []int{f.first(i, f.fsyncOf(d))}
+		var out []int
+		for j := f.first(i, f.fsyncOf(d)); j >= 0 && j <= to; j = f.first(j+1, f.fsyncOf(d)) {
+			out = append(out, j)
+		}
+		return out
 	}
 	// the fsync of root after the swap's last rename, within a phase
 	afterSwap := func(name string, from, to int) []int {

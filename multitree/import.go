@@ -19,6 +19,10 @@ import (
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
+// importMarkerText is the content of the import marker (importFileName),
+// for whoever looks into the directory; it is not read.
+const importMarkerText = "an import is writing this database; without a current file it is incomplete, and the next import or writable open removes it\n"
+
 // stagingSuffix names the directory beside a database in which an import
 // that replaces it is written.
 const stagingSuffix = ".import.tmp"
@@ -98,9 +102,12 @@ func (o ImportOptions) validate(version int64) error {
 //
 // dir must not hold a database (see ImportOptions.Replace); what an
 // interrupted import left in it (snapshot directories, log segments, the
-// temporary current pointer) is removed first, and any other entry is left
-// alone, except that a wal entry that is not a directory of log segments
-// is refused (ErrExists). A failed import leaves no database behind, and
+// temporary current pointer, the import marker) is removed first, and any
+// other entry is left alone, except that a wal entry that is not a
+// directory of log segments is refused (ErrExists). Snapshots (other than
+// snapshot 0) or log entries without current and without the marker an
+// import writes first are a database that lost its current pointer, and
+// are refused (ErrCorrupt). A failed import leaves no database behind, and
 // removes dir if it created it. Each source is read by one goroutine, up to
 // opts.Concurrency sources at a time; when one fails the others stop early.
 // Memory is bounded by the trees' heights: nodes go straight to the
@@ -291,10 +298,20 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 		if err := checkImportTarget(dir); err != nil { // again, under the lock
 			return nil, err
 		}
+		// a database that lost its current pointer is not an
+		// interrupted import's leftovers (refused before the import
+		// owns dir, which would have a failure remove them)
+		if err := refuseOrphaned(dir); err != nil {
+			return nil, err
+		}
 		im.owned = true
 		if err := removeImportLeftovers(dir); err != nil {
 			return nil, err
 		}
+	}
+	// before anything of the database: see importFileName
+	if err := writeFileAtomic(im.target, importFileName, []byte(importMarkerText)); err != nil {
+		return nil, err
 	}
 	im.tmpSnap = filepath.Join(im.target, snapshotDirName(version)+tmpSuffix)
 	if err := os.MkdirAll(im.tmpSnap, 0o755); err != nil {
@@ -352,9 +369,14 @@ func checkReplaceable(dir string, version int64) error {
 // a directory that holds no database: snapshot and temporary directories
 // and the log (see importLeftover).
 func removeImportLeftovers(dir string) error {
-	return removeEntries(dir, func(name string) bool {
-		return name != lockFileName && importLeftover(dir, name)
+	err := removeEntries(dir, func(name string) bool {
+		return name != lockFileName && name != importFileName && importLeftover(dir, name)
 	})
+	if err != nil {
+		return err
+	}
+	// last: until the rest is gone, it tells what the rest is
+	return removeImportMarker(dir)
 }
 
 // checkImportTarget refuses a directory without a database whose log
@@ -385,7 +407,7 @@ func importLeftover(dir, name string) bool {
 		return true
 	}
 	switch name {
-	case lockFileName, rollbackFileName, rollbacksName:
+	case lockFileName, rollbackFileName, rollbacksName, importFileName, firstFileName:
 		return true
 	case walDirName:
 		// a directory (not a link) of segment files
@@ -518,6 +540,9 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 	}
 	im.current = true
 	if err := writeFileAtomic(im.target, currentFileName, encodeCurrent(im.version)); err != nil {
+		return nil, err
+	}
+	if err := removeImportMarker(im.target); err != nil {
 		return nil, err
 	}
 	gen, trees, err := openGeneration(im.target, im.version)

@@ -441,6 +441,7 @@ func TestInterruptedSwapIsFinished(t *testing.T) {
 func TestImportCleansLeftovers(t *testing.T) {
 	dir := t.TempDir()
 	// what an interrupted import leaves: a snapshot without current, a log
+	// (and the import's marker, written below)
 	for _, d := range []string{"snapshot-00000000000000000003", "snapshot-00000000000000000003.tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d, "junk"), 0o755); err != nil {
 			t.Fatal(err)
@@ -473,6 +474,20 @@ func TestImportCleansLeftovers(t *testing.T) {
 		}
 	}
 	if err := os.Remove(user); err != nil {
+		t.Fatal(err)
+	}
+	// without the marker an import writes before anything else, they are
+	// what a database that lost its current pointer holds: refused, and
+	// left as they are
+	if _, err := multitree.Import(dir, 3, map[string]multitree.NodeSource{"s": leafSource("k", "v", 2)}, multitree.ImportOptions{}); !errors.Is(err, multitree.ErrCorrupt) {
+		t.Fatalf("import over snapshots and a log without current or the import marker: %v, want ErrCorrupt", err)
+	}
+	for _, p := range []string{segment, filepath.Join(dir, "snapshot-00000000000000000003", "junk")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("the refused import removed %s", p)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "import"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := multitree.Import(dir, 3, map[string]multitree.NodeSource{"s": leafSource("k", "v", 2)}, multitree.ImportOptions{}); err != nil {

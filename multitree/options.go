@@ -61,7 +61,10 @@ func (c OpenCheck) String() string {
 // Options configure Open. They are taken by value; Open fills defaults into
 // its own copy and validates it.
 type Options struct {
-	// CreateIfMissing creates an empty database when dir holds none.
+	// CreateIfMissing creates an empty database when dir holds none. A
+	// dir without the current pointer that holds snapshots or log entries
+	// is a database that lost that pointer, not an empty directory: it is
+	// refused (ErrCorrupt), unless an interrupted import left them.
 	CreateIfMissing bool
 	// InitialStores are the stores of a newly created database. A store
 	// name (here, in upgrades and in imports) is 1 to 119 bytes, so that

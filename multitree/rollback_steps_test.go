@@ -302,10 +302,22 @@ func TestImportRemovesRollbackFile(t *testing.T) {
 	if err != errStop {
 		t.Fatal(err)
 	}
-	// the database is given up: its current pointer is removed, the rest
-	// left for the import to clear
-	if err := os.Remove(filepath.Join(dir, currentFileName)); err != nil {
+	// the database is given up: its current pointer, snapshots and log
+	// are removed, the rollback's files left for the import to clear (the
+	// snapshots and log of a database without current are refused, see
+	// TestLostCurrentRefused)
+	vs, err := listSnapshots(dir)
+	if err != nil {
 		t.Fatal(err)
+	}
+	names := []string{currentFileName, walDirName}
+	for _, v := range vs {
+		names = append(names, snapshotDirName(v))
+	}
+	for _, name := range names {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := Import(dir, 100, nil, ImportOptions{Stores: []string{"a"}}); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,285 @@
+package multitree
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestLostCurrentRefused: a database that lost its current pointer is not
+// taken for an empty directory. Open (writer, read-only, CreateIfMissing)
+// and an import refuse it with ErrCorrupt and change nothing, and with
+// current put back the database opens at its latest version. It holds a
+// snapshot newer than 0 and a log in one case, only snapshot 0 and a log
+// in the other (no rewrite yet).
+func TestLostCurrentRefused(t *testing.T) {
+	for _, rewrite := range []bool{true, false} {
+		name := "snapshot-and-log"
+		if !rewrite {
+			name = "log-only"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hashes := commitN(t, db, 3, 6)
+			if rewrite {
+				if err := db.RewriteSnapshot(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				for v, h := range commitN(t, db, 3, 4) {
+					hashes[v] = h
+				}
+			}
+			latest := db.Version()
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cur := filepath.Join(dir, currentFileName)
+			saved, err := os.ReadFile(cur)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(cur); err != nil {
+				t.Fatal(err)
+			}
+			before := treeListing(t, dir)
+			for _, opts := range []Options{{CreateIfMissing: true, InitialStores: crashStores}, {}, {ReadOnly: true}} {
+				if db, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
+					if err == nil {
+						db.Close()
+					}
+					t.Errorf("open %+v without current: %v, want ErrCorrupt", opts, err)
+				}
+			}
+			if _, err := Import(dir, 50, nil, ImportOptions{Stores: crashStores}); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("import into the database without current: %v, want ErrCorrupt", err)
+			}
+			if after := treeListing(t, dir); after != before {
+				t.Fatalf("the refusals changed the directory:\n%s\nwas\n%s", after, before)
+			}
+			if err := os.WriteFile(cur, saved, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			db, err = Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if db.Version() != latest || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[latest]) {
+				t.Fatalf("with current restored: version %d, want %d with its hash", db.Version(), latest)
+			}
+		})
+	}
+}
+
+// TestInterruptedImportMarker: an in-place import stopped after its
+// snapshot was renamed into place and before current (the state is made
+// by hand: a finished import's current removed, its marker put back) is
+// what the marker says it is: a read-only open finds no database, a
+// writer open that may create one creates the empty database asked for
+// and removes the import's snapshot and the marker, and an import into it
+// starts over. A marker left beside current (an import stopped after
+// writing current) is removed by a writer open and ignored by readers.
+func TestInterruptedImportMarker(t *testing.T) {
+	interrupted := func(t *testing.T) string {
+		dir := filepath.Join(t.TempDir(), "db")
+		if _, err := Import(dir, 40, nil, ImportOptions{Stores: crashStores}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, importFileName)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a finished import left its marker: %v", err)
+		}
+		if err := os.Remove(filepath.Join(dir, currentFileName)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, importFileName), []byte(importMarkerText), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+
+	t.Run("open", func(t *testing.T) {
+		dir := interrupted(t)
+		if _, err := Open(dir, Options{ReadOnly: true}); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("read-only open of an interrupted import: %v, want ErrNotFound", err)
+		}
+		db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db.Version() != 0 || len(db.StoreNames()) != 1 {
+			t.Errorf("created over an interrupted import: version %d, stores %v", db.Version(), db.StoreNames())
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{importFileName, snapshotDirName(40)} {
+			if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s left after the create: %v", name, err)
+			}
+		}
+	})
+
+	t.Run("import", func(t *testing.T) {
+		dir := interrupted(t)
+		info, err := Import(dir, 41, nil, ImportOptions{Stores: crashStores})
+		if err != nil {
+			t.Fatalf("import over an interrupted import: %v", err)
+		}
+		db, err := Open(dir, Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if db.Version() != 41 || !bytes.Equal(db.LastCommitInfo().Hash(), info.Hash()) {
+			t.Errorf("after the import: version %d", db.Version())
+		}
+		if _, err := os.Stat(filepath.Join(dir, snapshotDirName(40))); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the interrupted import's snapshot is left: %v", err)
+		}
+	})
+
+	t.Run("beside-current", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "db")
+		if _, err := Import(dir, 40, nil, ImportOptions{Stores: crashStores}); err != nil {
+			t.Fatal(err)
+		}
+		marker := filepath.Join(dir, importFileName)
+		if err := os.WriteFile(marker, []byte(importMarkerText), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ro, err := Open(dir, Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro.Close()
+		if _, err := os.Stat(marker); err != nil {
+			t.Fatalf("a read-only open changed the directory: %v", err)
+		}
+		db, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db.Version() != 40 {
+			t.Errorf("version %d, want 40", db.Version())
+		}
+		db.Close()
+		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the writer open left the stale marker: %v", err)
+		}
+		// without the marker, a lost current is refused
+		if err := os.Remove(filepath.Join(dir, currentFileName)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(dir, Options{CreateIfMissing: true}); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("open after current was lost: %v, want ErrCorrupt", err)
+		}
+	})
+}
+
+// treeListing lists every entry under dir with its size.
+func treeListing(t *testing.T, dir string) string {
+	t.Helper()
+	var b bytes.Buffer
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi.Name() == lockFileName {
+			return nil
+		}
+		if fi.IsDir() {
+			fmt.Fprintf(&b, "%s/\n", p)
+		} else {
+			fmt.Fprintf(&b, "%s %d %s\n", p, fi.Size(), fi.ModTime())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestLostFirstLogSegment: a database still at snapshot 0 whose log lost
+// its first segment is refused (ErrCorrupt) by every open, whatever its
+// initial version, where it would otherwise open at the latest version
+// with the first segment's versions missing from its state. A database
+// without the record of its first commit (written before the record
+// existed) opens as before.
+func TestLostFirstLogSegment(t *testing.T) {
+	for _, initial := range []int64{0, 100} {
+		t.Run(fmt.Sprintf("initial-%d", initial), func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1, WALSegmentSize: 16 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if initial > 0 {
+				if err := db.SetInitialVersion(initial); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hashes := commitN(t, db, 5, 20)
+			latest := db.Version()
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := readFirst(dir); err != nil || got != max(initial, 1) {
+				t.Fatalf("recorded first version %d (%v), want %d", got, err, max(initial, 1))
+			}
+			ents, err := os.ReadDir(filepath.Join(dir, walDirName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ents) < 3 {
+				t.Fatalf("the log has %d segments; the test needs several", len(ents))
+			}
+			seg := filepath.Join(dir, walDirName, ents[0].Name())
+			saved, err := os.ReadFile(seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(seg); err != nil {
+				t.Fatal(err)
+			}
+			for _, opts := range []Options{{}, {ReadOnly: true}, {CreateIfMissing: true}} {
+				if db, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
+					if err == nil {
+						t.Errorf("open %+v without the first log segment: at version %d, want ErrCorrupt", opts, db.Version())
+						db.Close()
+					} else {
+						t.Errorf("open %+v without the first log segment: %v, want ErrCorrupt", opts, err)
+					}
+				}
+			}
+			if _, err := Verify(dir); err == nil {
+				t.Error("Verify passed a log without its first segment")
+			}
+			if err := os.WriteFile(seg, saved, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// written before the record existed: opened as it is
+			if err := os.Remove(filepath.Join(dir, firstFileName)); err != nil {
+				t.Fatal(err)
+			}
+			for _, opts := range []Options{{ReadOnly: true}, {}} {
+				db, err := Open(dir, opts)
+				if err != nil {
+					t.Fatalf("open %+v without the record: %v", opts, err)
+				}
+				if db.Version() != latest || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[latest]) {
+					t.Errorf("open %+v without the record: version %d, want %d with its hash", opts, db.Version(), latest)
+				}
+				db.Close()
+			}
+		})
+	}
+}
