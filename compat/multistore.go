@@ -71,6 +71,9 @@ type MultiStore struct {
 	// and Query answers for them (see Query). Read by concurrent queries;
 	// the map is not changed once stored.
 	removing atomic.Pointer[map[string]bool]
+	// dropped are the keys of those stores, whose droppedStore the next
+	// Commit retires
+	dropped []types.StoreKey
 
 	initialVersion int64
 
@@ -198,7 +201,7 @@ func (s *MultiStore) GetCommitStore(key types.StoreKey) types.CommitStore {
 // if there is none (or before a load).
 func (s *MultiStore) GetCommitKVStore(key types.StoreKey) types.CommitKVStore {
 	st, ok := s.stores[key]
-	if !ok {
+	if !ok || !live(st) {
 		return nil
 	}
 	return st
@@ -233,7 +236,7 @@ func (s *MultiStore) GetStore(key types.StoreKey) types.Store {
 // enabled for it, as rootmulti does. It panics if the store does not exist.
 func (s *MultiStore) GetKVStore(key types.StoreKey) types.KVStore {
 	st := s.stores[key]
-	if st == nil {
+	if st == nil || !live(st) {
 		panic(fmt.Sprintf("store does not exist for key: %s", key.Name()))
 	}
 	store := types.KVStore(st)
@@ -285,12 +288,16 @@ func (s *MultiStore) LoadVersionAndUpgrade(ver int64, upgrades *types.StoreUpgra
 // drops it from the commit info, and so from the app hash, too.
 //
 // A load refused by the checks that need no reopening (store types, a
-// version the database does not have) changes nothing, as with rootmulti. One
-// that fails after the database was closed (an upgrade rootmulti refuses
-// too) loads the latest version again, so that the multistore stays usable;
-// the uncommitted writes are gone then.
+// version the database does not have, and, with a database open, mounted
+// stores and upgrades that do not fit the stores of the version) changes
+// nothing, as with rootmulti. One that fails after the database was closed
+// loads the latest version again, so that the multistore stays usable if it
+// can; the uncommitted writes are gone then.
 func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) error {
 	if err := s.checkLoad(ver); err != nil {
+		return err
+	}
+	if err := s.checkUpgrades(ver, upgrades); err != nil {
 		return err
 	}
 	loaded := s.db.Load() != nil
@@ -301,6 +308,37 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) error
 	if err != nil && loaded {
 		err = errors.Join(err, s.open(0, nil))
 	}
+	return err
+}
+
+// checkUpgrades returns why the mounted stores and upgrades cannot be
+// loaded at ver (0: the latest) when a database is open: the stores of ver
+// are known without reopening it, so such a load is refused before
+// anything changes, as rootmulti's, which keeps its stores and their
+// uncommitted writes. Without an open database, or when the stores of ver
+// cannot be read, the open reports it.
+func (s *MultiStore) checkUpgrades(ver int64, upgrades *types.StoreUpgrades) error {
+	db := s.db.Load()
+	if db == nil {
+		return nil
+	}
+	info, version := db.LastCommitInfo(), db.Version()
+	if ver > 0 && ver < version {
+		v, err := s.views.get(db, ver)
+		if err != nil {
+			return nil
+		}
+		info, version = v.CommitInfo(), ver
+		defer v.Unpin()
+	}
+	if info == nil || version == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(info.StoreInfos))
+	for _, si := range info.StoreInfos {
+		names = append(names, si.Name)
+	}
+	_, _, err := s.planUpgradesOf(names, version, upgrades, false)
 	return err
 }
 
@@ -379,7 +417,6 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	gone := make(map[string]bool, len(removed))
 	for _, key := range removed {
 		delete(s.storeTypes, key)
-		delete(s.keysByName, key.Name())
 		gone[key.Name()] = true
 	}
 	s.removing.Store(&gone)
@@ -400,6 +437,19 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 			s.stores[key] = mem.NewStore()
 		}
 	}
+	// rootmulti keeps a removed store, emptied, until the next Commit
+	s.dropped = removed
+	for _, key := range removed {
+		d := &droppedStore{Store: mem.NewStore()}
+		if info := db.LastCommitInfo(); info != nil {
+			for _, si := range info.StoreInfos {
+				if si.Name == key.Name() {
+					d.last = si.CommitId
+				}
+			}
+		}
+		s.stores[key] = d
+	}
 	s.refreshTrees()
 	s.setLastCommitID()
 	if v, err := db.View(); err == nil {
@@ -408,10 +458,61 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	return nil
 }
 
+// droppedStore stands for a mounted store that the load's upgrades removed
+// (deleted, or renamed to another mounted store) until the next Commit, as
+// rootmulti keeps such a store, emptied, in the multistore until then: it
+// reads empty, and what is written to it is dropped with it. It is outside
+// the commit info. After the Commit it is gone: the lookups of the
+// multistore no longer find it (the map of stores, which queries read
+// concurrently, is not changed).
+type droppedStore struct {
+	*mem.Store
+	last types.CommitID // of the store it stands for
+	gone atomic.Bool
+}
+
+// GetStoreType returns the type of the store it stands for.
+func (*droppedStore) GetStoreType() types.StoreType { return types.StoreTypeIAVL }
+
+// LastCommitID returns the last commit of the store it stands for.
+func (d *droppedStore) LastCommitID() types.CommitID { return d.last }
+
+// WorkingHash returns the hash of an empty tree.
+func (*droppedStore) WorkingHash() []byte {
+	h := sha256.Sum256(nil)
+	return h[:]
+}
+
+// live reports whether st is a store of the multistore: not a removed
+// store whose removal a Commit completed.
+func live(st types.CommitKVStore) bool {
+	d, ok := st.(*droppedStore)
+	return !ok || !d.gone.Load()
+}
+
+// dropStores completes the removal of the stores the last load's upgrades
+// removed, once a version without them is committed. Their keys stay in
+// StoreKeysByName until the next load, which removes them (rootmulti
+// removes them at the Commit; queries read the map concurrently).
+func (s *MultiStore) dropStores() {
+	for _, key := range s.dropped {
+		if d, ok := s.stores[key].(*droppedStore); ok {
+			d.gone.Store(true)
+		}
+	}
+}
+
 // closeDB closes an open database (a reload discards the working changes,
 // as rootmulti's does).
 func (s *MultiStore) closeDB() error {
 	s.removing.Store(nil)
+	s.dropStores()
+	for _, key := range s.dropped {
+		if s.keysByName[key.Name()] == key {
+			delete(s.keysByName, key.Name())
+		}
+	}
+	s.dropped = nil
 	s.views.bind(nil)
 	s.holdBlockView(nil)
 	db := s.db.Swap(nil)
@@ -440,10 +541,16 @@ func (s *MultiStore) mountedTrees() []string {
 // mounted stores (see loadVersion). It returns the mounted keys that leave
 // the multistore (deleted stores and renamed-from stores).
 func (s *MultiStore) planUpgrades(db *multitree.DB, upgrades *types.StoreUpgrades) (wal.Upgrades, []types.StoreKey, error) {
+	return s.planUpgradesOf(db.StoreNames(), db.Version(), upgrades, true)
+}
+
+// planUpgradesOf is planUpgrades for a database at version holding the
+// stores names; warn logs the stores it removes for not being mounted.
+func (s *MultiStore) planUpgradesOf(names []string, version int64, upgrades *types.StoreUpgrades, warn bool) (wal.Upgrades, []types.StoreKey, error) {
 	var up wal.Upgrades
 	var removed []types.StoreKey
 	existing := map[string]bool{}
-	for _, name := range db.StoreNames() {
+	for _, name := range names {
 		existing[name] = true
 	}
 	// the old names of renames to a mounted store (rootmulti ignores the
@@ -456,7 +563,6 @@ func (s *MultiStore) planUpgrades(db *multitree.DB, upgrades *types.StoreUpgrade
 			}
 		}
 	}
-	version := db.Version()
 	accounted := map[string]bool{}
 	for _, name := range s.mountedTrees() {
 		key := s.keysByName[name]
@@ -496,11 +602,15 @@ func (s *MultiStore) planUpgrades(db *multitree.DB, upgrades *types.StoreUpgrade
 			accounted[name] = true
 		}
 	}
-	for _, name := range db.StoreNames() {
+	for _, name := range names {
 		if accounted[name] || contains(up.Deleted, name) {
 			continue
 		}
 		if upgrades.IsDeleted(name) {
+			up.Deleted = append(up.Deleted, name)
+			continue
+		}
+		if !warn {
 			up.Deleted = append(up.Deleted, name)
 			continue
 		}
@@ -573,7 +683,10 @@ func (s *MultiStore) LastCommitInfo() *types.CommitInfo {
 // GetCommitInfo returns the commit info of a version still kept (see
 // Config.SnapshotKeepRecent), as rootmulti's GetCommitInfo.
 func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
-	db := s.mustDB()
+	db := s.db.Load()
+	if db == nil {
+		return nil, fmt.Errorf("no commit info found: %w", ErrNotLoaded)
+	}
 	if ver <= 0 || ver > db.Version() {
 		return nil, noCommitInfo{}
 	}
@@ -594,7 +707,12 @@ func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
 // WorkingHash implements types.Committer: the app hash the next Commit
 // returns.
 func (s *MultiStore) WorkingHash() []byte {
-	db := s.mustDB()
+	db := s.db.Load()
+	if db == nil {
+		// no store is loaded: the hash of an empty commit info, as
+		// rootmulti's
+		return (&types.CommitInfo{}).Hash()
+	}
 	s.flushWrites()
 	return db.WorkingCommitInfo().Hash()
 }
@@ -642,6 +760,7 @@ func (s *MultiStore) Commit() types.CommitID {
 	}
 	s.holdBlockView(read)
 	s.removing.Store(nil) // gone from the version just committed
+	s.dropStores()
 	id := types.CommitID{Version: info.Version, Hash: info.Hash()}
 	s.lastCommitID.Store(&id)
 	return id
@@ -804,6 +923,9 @@ func (s *MultiStore) CacheWrapWithTrace(io.Writer, types.TraceContext) types.Cac
 func (s *MultiStore) CacheMultiStore() types.CacheMultiStore {
 	stores := make(map[types.StoreKey]types.CacheWrapper, len(s.stores))
 	for k, v := range s.stores {
+		if !live(v) {
+			continue
+		}
 		store := types.KVStore(v)
 		if s.ListeningEnabled(k) {
 			store = listenkv.NewStore(store, k, s.listeners[k])
@@ -838,14 +960,25 @@ func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMulti
 	defer v.Unpin()
 	stores := make(map[types.StoreKey]types.CacheWrapper, len(s.stores))
 	for k, st := range s.stores {
+		if !live(st) {
+			continue
+		}
 		var store types.KVStore = st
-		if ts, ok := st.(*TreeStore); ok {
-			tree := v.Tree(ts.name)
+		name := ""
+		switch st := st.(type) {
+		case *TreeStore:
+			name = st.name
+		case *droppedStore:
+			// its versions before the removal, as rootmulti's
+			name = k.Name()
+		}
+		if name != "" {
+			tree := v.Tree(name)
 			if tree != nil && tree.Version() != version {
 				// before the chain's initial version
-				return nil, fmt.Errorf("%w: store %q has no version %d", multitree.ErrVersion, ts.name, version)
+				return nil, fmt.Errorf("%w: store %q has no version %d", multitree.ErrVersion, name, version)
 			}
-			store = &viewStore{view: v, name: ts.name, version: version, tree: tree}
+			store = &viewStore{view: v, name: name, version: version, tree: tree}
 		}
 		if s.ListeningEnabled(k) {
 			store = listenkv.NewStore(store, k, s.listeners[k])

@@ -51,6 +51,8 @@ func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error
 			return &types.ResponseQuery{}, errorsmod.Wrapf(types.ErrUnknownRequest, "no such store: %s", storeName)
 		}
 		emptied = true
+	} else if _, ok := store.(*droppedStore); ok {
+		emptied = true
 	} else if _, ok := store.(*TreeStore); !ok {
 		return &types.ResponseQuery{}, errorsmod.Wrapf(types.ErrUnknownRequest, "store %s (type %T) doesn't support queries", storeName, store)
 	}
