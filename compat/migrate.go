@@ -240,26 +240,10 @@ func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error
 	}
 	defer func() {
 		if err != nil {
-			removeDatabase(dir)
+			_ = multitree.RemoveDatabase(dir)
 		}
 	}()
 	return replayRefWAL(dir, segs, ref.version, ref.initialVersion, opts)
-}
-
-// removeDatabase removes the database in dir: first the current pointer,
-// which makes it no database, then its files.
-func removeDatabase(dir string) {
-	_ = os.Remove(filepath.Join(dir, "current"))
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		n := e.Name()
-		if n == "wal" || n == "LOCK" || strings.HasPrefix(n, "snapshot-") {
-			_ = os.RemoveAll(filepath.Join(dir, n))
-		}
-	}
 }
 
 // The reference memiavl's snapshot format (v0.1.0, little-endian):

@@ -322,8 +322,20 @@ func (s *MultiStore) checkUpgrades(ver int64, upgrades *types.StoreUpgrades) err
 	if db == nil {
 		return nil
 	}
+	if ver == 0 {
+		// the latest version, which the open database may not be at
+		// (after a LoadVersion of an older one)
+		latest, err := multitree.LatestVersion(s.dir)
+		if err != nil {
+			return nil
+		}
+		ver = max(latest, db.Version())
+	}
 	info, version := db.LastCommitInfo(), db.Version()
-	if ver > 0 && ver < version {
+	switch {
+	case ver > version:
+		return nil // not open: the load reads its stores
+	case ver < version:
 		v, err := s.views.get(db, ver)
 		if err != nil {
 			return nil

@@ -1140,3 +1140,30 @@ func TestRootmultiSideSetInitialVersionThenReloadSameInstance(t *testing.T) {
 		return fmt.Sprintf("%d %X", id.Version, id.Hash)
 	})
 }
+
+// TestRootmultiSideLoadLatestAfterOlder: after a LoadVersionAndUpgrade of an
+// older version (store4 added at 3), loads of the latest version and of 3
+// are judged by their own stores, not by those of the version open, and
+// read what 3 committed.
+func TestRootmultiSideLoadLatestAfterOlder(t *testing.T) {
+	po := pruningtypes.NewPruningOptions(pruningtypes.PruningNothing)
+	z := newSide(t, po)
+	z.fresh([]string{"store1"}, po)
+	z.loadBoth("load", func(s types.CommitMultiStore) error { return s.LoadLatestVersion() })
+	z.set("store1", "a", "1")
+	z.commit()
+	z.set("store1", "b", "2")
+	z.commit()
+	add4 := &types.StoreUpgrades{Added: []string{"store4"}}
+	z.fresh([]string{"store1", "store4"}, po)
+	z.loadBoth("upgrade at 3", func(s types.CommitMultiStore) error { return s.LoadLatestVersionAndUpgrade(add4) })
+	z.set("store4", "c", "3")
+	z.commit()
+
+	z.fresh([]string{"store1", "store4"}, po)
+	z.want("LoadVersionAndUpgrade(2, add store4)", "<nil>", func(s types.CommitMultiStore) any { return s.LoadVersionAndUpgrade(2, add4) })
+	z.want("LoadLatestVersion after loading 2", "<nil>", func(s types.CommitMultiStore) any { return s.LoadLatestVersion() })
+	z.want("store4 at the latest version", `"3"`, func(s types.CommitMultiStore) any { return getByName(s, "store4", "c") })
+	z.want("LoadVersion(3) after the latest", "<nil>", func(s types.CommitMultiStore) any { return s.LoadVersion(3) })
+	z.sameLCID()
+}

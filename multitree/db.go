@@ -170,6 +170,9 @@ var (
 	// duringRollback, after the file recording a rollback is written:
 	// an error fails Open there, as a crash would stop it
 	duringRollback func(db *DB, cut int64) error
+	// beforeCreateLock, when an open that may create the database found
+	// none, before it takes the lock
+	beforeCreateLock func(dir string)
 )
 
 func open(dir string, opts Options) (_ *DB, err error) {
@@ -197,10 +200,11 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			return nil, err
 		}
 	}
-	if _, statErr := os.Stat(filepath.Join(dir, currentFileName)); statErr != nil {
-		if !errors.Is(statErr, os.ErrNotExist) {
-			return nil, statErr
-		}
+	exists, err := hasDatabase(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
 		if !opts.CreateIfMissing {
 			if err := refuseOrphaned(dir); err != nil {
 				return nil, err
@@ -215,19 +219,38 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if err := mkdirDurable(dir); err != nil {
 			return nil, err
 		}
+		if h := beforeCreateLock; h != nil {
+			h(dir)
+		}
 		if db.lock, err = lockDir(dir); err != nil {
 			return nil, err
 		}
-		// under the lock, which an import at work holds
-		if err := refuseOrphaned(dir); err != nil {
+		// again under the lock: a writer or an import that held it
+		// may have made the database meanwhile
+		if exists, err = hasDatabase(dir); err != nil {
 			return nil, err
 		}
-		if err := db.create(); err != nil {
-			return nil, err
+		if !exists {
+			// under the lock, which an import at work holds
+			if err := refuseOrphaned(dir); err != nil {
+				return nil, err
+			}
+			// what an interrupted create, import or removal left (a
+			// removal's log may still hold entries, the marker says
+			// whose they are)
+			if err := removeImportLeftovers(dir); err != nil {
+				return nil, err
+			}
+			if err := db.create(); err != nil {
+				return nil, err
+			}
 		}
-	} else if !opts.ReadOnly {
-		if db.lock, err = lockDir(dir); err != nil {
-			return nil, err
+	}
+	if exists && !opts.ReadOnly {
+		if db.lock == nil {
+			if db.lock, err = lockDir(dir); err != nil {
+				return nil, err
+			}
 		}
 		// A killed writer's renames (current, a snapshot, the rollback
 		// file) may not be durable yet: this writer acts on what it
@@ -607,15 +630,8 @@ func (db *DB) create() error {
 		}
 		trees[name] = t
 	}
-	// a snapshot 0 without current is what an interrupted create or
-	// import left: it is not this database's, which is written anew
-	if err := removeSnapshotDir(db.dir, 0); err != nil {
-		return err
-	}
-	// nor is the record of a first commit
-	if err := os.Remove(filepath.Join(db.dir, firstFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
+	// (open removed what an interrupted create, import or removal left:
+	// a snapshot 0 is not this database's, which is written anew)
 	if err := writeSnapshotDir(context.Background(), db.dir, 0, db.opts.InitialVersion, trees, 1, nil, nil); err != nil {
 		return err
 	}
@@ -624,11 +640,7 @@ func (db *DB) create() error {
 	if err := mkdirDurable(filepath.Join(db.dir, walDirName)); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(0)); err != nil {
-		return err
-	}
-	// an interrupted import's, whose snapshot the open removes next
-	return removeImportMarker(db.dir)
+	return writeFileAtomic(db.dir, currentFileName, encodeCurrent(0))
 }
 
 // replay applies the log entries after version from, up to to, to trees,

@@ -18,7 +18,7 @@ import (
 //	<dir>/current                   name of the current snapshot directory (see below)
 //	<dir>/rollback                  present while a rollback runs: its target (see below)
 //	<dir>/rollbacks                 how many rollbacks were begun, once there was one (see below)
-//	<dir>/import                    present while an import writes the database (see below)
+//	<dir>/import                    present while an import writes the database, or while it is removed (see below)
 //	<dir>/first                     the version of the first commit after snapshot 0 (see below)
 //	<dir>/snapshot-<version>/       one per kept snapshot; <version> is 20 zero-padded digits
 //	    metadata                    the version, initial version and the stores' root hashes
@@ -35,7 +35,9 @@ import (
 //
 // An import writes "import" (atomically, as "current"; its content is
 // text for people and is not read) before anything else it writes in the
-// directory, and removes it once "current" is written. A directory without
+// directory, and removes it once "current" is written and the database
+// opens. Giving a database up (a failed import, RemoveDatabase) writes it
+// before removing "current" and removes it after the rest. A directory without
 // "current" that holds a snapshot other than snapshot 0, or a log with
 // entries, is a database that lost "current" unless "import" is there to
 // say that an interrupted import left them: Open and Import refuse it

@@ -21,7 +21,7 @@ import (
 
 // importMarkerText is the content of the import marker (importFileName),
 // for whoever looks into the directory; it is not read.
-const importMarkerText = "an import is writing this database; without a current file it is incomplete, and the next import or writable open removes it\n"
+const importMarkerText = "an import is writing this database, or it is being removed; without a current file it is incomplete, and the next import or writable open removes it\n"
 
 // stagingSuffix names the directory beside a database in which an import
 // that replaces it is written.
@@ -379,6 +379,43 @@ func removeImportLeftovers(dir string) error {
 	return removeImportMarker(dir)
 }
 
+// giveUp removes the database in dir, whose lock the caller holds, so that
+// an interruption leaves what an interrupted import leaves: the import
+// marker is written (durably) before current is removed, and removed after
+// the snapshots, the log and the database's other files (see
+// importFileName).
+func giveUp(dir string) error {
+	if err := writeFileAtomic(dir, importFileName, []byte(importMarkerText)); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, currentFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	// the whole log directory: the database's, whatever it holds
+	if err := os.RemoveAll(filepath.Join(dir, walDirName)); err != nil {
+		return err
+	}
+	return removeImportLeftovers(dir)
+}
+
+// RemoveDatabase removes the database in dir: its current pointer, then its
+// snapshots, log and other files (the lock file stays), in an order that
+// leaves an interrupted removal what an interrupted import leaves, which the
+// next import or writer Open with CreateIfMissing clears. Entries of dir
+// that are not the database's stay. It fails with ErrLocked while the
+// database is open for writing.
+func RemoveDatabase(dir string) error {
+	lock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlockDir(lock)
+	return giveUp(dir)
+}
+
 // checkImportTarget refuses a directory without a database whose log
 // directory holds anything but log segments: the import would leave it for
 // the new database to read as its log. Other entries that are not the
@@ -542,15 +579,16 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 	if err := writeFileAtomic(im.target, currentFileName, encodeCurrent(im.version)); err != nil {
 		return nil, err
 	}
-	if err := removeImportMarker(im.target); err != nil {
-		return nil, err
-	}
 	gen, trees, err := openGeneration(im.target, im.version)
 	if err != nil {
 		return nil, err
 	}
 	info := commitInfo(trees, im.version)
 	gen.release()
+	// last: until now a failure gives the database up (see abort)
+	if err := removeImportMarker(im.target); err != nil {
+		return nil, err
+	}
 	if im.target != im.dir {
 		if err := im.swap(); err != nil {
 			return nil, err
@@ -708,13 +746,20 @@ func (im *Importer) abort() {
 	}
 	if im.owned {
 		switch {
-		case im.target != im.dir || im.created:
+		case im.target != im.dir:
+			// the staging directory, never opened as a database
 			_ = os.RemoveAll(im.target)
 		default:
+			// in the order that keeps an interruption an import's
+			// leftovers (see giveUp), then dir if the import made it
 			if im.current {
-				_ = os.Remove(filepath.Join(im.dir, currentFileName))
+				_ = giveUp(im.dir)
+			} else {
+				_ = removeImportLeftovers(im.dir)
 			}
-			_ = removeImportLeftovers(im.dir)
+			if im.created {
+				_ = os.RemoveAll(im.dir)
+			}
 		}
 	}
 	_ = unlockDir(im.lock)

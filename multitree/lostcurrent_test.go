@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -281,5 +282,108 @@ func TestLostFirstLogSegment(t *testing.T) {
 				db.Close()
 			}
 		})
+	}
+}
+
+// TestCreateBesideAnotherWriter: an open that may create the database and
+// found none, while another writer creates it and commits before the lock
+// is taken, opens that database instead of creating one over it (which
+// would set current back to 0 and remove the newer snapshot).
+func TestCreateBesideAnotherWriter(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	var hashes map[int64][]byte
+	beforeCreateLock = func(string) {
+		beforeCreateLock = nil
+		db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes = commitN(t, db, 8, 5)
+		if err := db.RewriteSnapshot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { beforeCreateLock = nil }()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Version() != 5 || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[5]) {
+		t.Fatalf("opened at version %d, want the other writer's 5 with its hash", db.Version())
+	}
+	if vs, err := listSnapshots(dir); err != nil || !slices.Contains(vs, 5) {
+		t.Fatalf("snapshots %v (%v): the other writer's snapshot 5 is gone", vs, err)
+	}
+}
+
+// TestRemoveDatabase: RemoveDatabase removes the database's files (not
+// others, nor the lock file), is refused while a writer has it open, and
+// leaves a directory where a new database can be created or imported;
+// stopped after it removed current, it leaves what an interrupted import
+// leaves, which an open that may create the database clears.
+func TestRemoveDatabase(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 9, 4)
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 9, 2)
+	if err := RemoveDatabase(dir); !errors.Is(err, ErrLocked) {
+		t.Fatalf("RemoveDatabase of an open database: %v, want ErrLocked", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveDatabase(dir); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{lockFileName, "notes.txt"}) {
+		t.Fatalf("left after RemoveDatabase: %v", names)
+	}
+
+	// stopped after current: the marker says what the rest is
+	db, err = Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 9, 3)
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileAtomic(dir, importFileName, []byte(importMarkerText)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, currentFileName)); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"x"}})
+	if err != nil {
+		t.Fatalf("open after a removal stopped after current: %v", err)
+	}
+	defer db.Close()
+	if db.Version() != 0 || !slices.Equal(db.StoreNames(), []string{"x"}) {
+		t.Errorf("created: version %d, stores %v", db.Version(), db.StoreNames())
 	}
 }
