@@ -127,6 +127,14 @@ type DB struct {
 	// read-only Open started (see the "rollbacks" file in format.go)
 	rollbacks uint64
 
+	// checked holds the snapshots whose checksums were checked, or are
+	// checked by the open's check: a rebuild of an older version from one
+	// of the others checks it first (see checkSnapshotOnce)
+	snapsChecked struct {
+		sync.Mutex
+		m map[snapshotID]bool
+	}
+
 	views struct {
 		sync.Mutex
 		cache  map[int64]*state
@@ -358,6 +366,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if checks, err = gen.newChecks(); err != nil {
 			return nil, err
 		}
+		db.markChecked(base)
 		if opts.OpenCheck == OpenCheckBackground && opts.RewriteRateLimit > 0 {
 			// paced like a background rewrite: it reads as much
 			l := newPaceLimiter(opts.RewriteRateLimit)

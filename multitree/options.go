@@ -24,6 +24,10 @@ const MinRewriteRateLimit = 64 << 10
 const MaxAsyncCommitBuffer = 1 << 16
 
 // OpenCheck is how Open checks the checksums of the snapshot files it maps.
+// Unless it is OpenCheckNone, a version rebuilt from another kept snapshot
+// (ViewAt) is served only after that snapshot's files are checked, once
+// per snapshot, when the first such version is rebuilt (a snapshot a
+// rewrite of the database wrote counts as checked).
 // Reads are served from those files as they are, so damage that no check
 // has found (a flipped bit of a value, say) would be served. The files are
 // read with read(2), not through their mappings, so a check brings no page

@@ -145,6 +145,8 @@ func (db *DB) installRewrite(st *stagedSnapshot, v int64) error {
 		if err := st.install(); err != nil {
 			return err
 		}
+		// written from checked sources (see checkSnapshotOnce)
+		db.markChecked(v)
 	}
 	// the log must be durable up to the snapshot before current points
 	// at it, so that the log continues where it ends
@@ -571,6 +573,7 @@ func (db *DB) snapshotNowLocked(ctx context.Context, v int64, then func() error)
 	if err := writeSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency, nil, nil); err != nil {
 		return err
 	}
+	db.markChecked(v) // written from checked sources (see checkSnapshotOnce)
 	if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(v)); err != nil {
 		return err
 	}

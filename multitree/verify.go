@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -155,6 +156,9 @@ func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
 
 func verifyOnce(dir string) (*VerifyReport, error) {
 	if _, err := os.Stat(filepath.Join(dir, currentFileName)); err != nil {
+		if rerr := refuseOrphaned(dir); rerr != nil {
+			return nil, rerr
+		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrNotFound, dir, err)
 	}
 	versions, err := listSnapshots(dir)
@@ -167,7 +171,9 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 		if err == nil {
 			err = gen.verify()
 			gen.release()
-			if err != nil {
+			if errors.Is(err, snapshot.ErrCorrupt) {
+				err = fmt.Errorf("%w: snapshot %s: %w", ErrCorrupt, snapshotDirName(v), err)
+			} else if err != nil {
 				err = fmt.Errorf("snapshot %s: %w", snapshotDirName(v), err)
 			}
 		}

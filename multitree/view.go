@@ -3,8 +3,11 @@ package multitree
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync/atomic"
+	"syscall"
 
 	storetypes "cosmossdk.io/store/types"
 
@@ -165,7 +168,10 @@ func (db *DB) loadFrom(base, version int64) (*state, error) {
 		return nil, err
 	}
 	db.adopt(gen)
-	err = db.replay(trees, base, version)
+	err = db.checkSnapshotOnce(gen, base)
+	if err == nil {
+		err = db.replay(trees, base, version)
+	}
 	if errors.Is(err, wal.ErrClosed) {
 		err = fmt.Errorf("%w: %w", ErrClosed, err) // by Close, meanwhile
 	}
@@ -244,4 +250,73 @@ func (v *View) Get(store string, key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownStore, store)
 	}
 	return t.Get(key)
+}
+
+// snapshotID names one snapshot directory: its version, and the inode of
+// the directory, as a rollback and a later rewrite may write another
+// snapshot of the same version.
+type snapshotID struct {
+	version int64
+	ino     uint64
+}
+
+func (db *DB) snapshotIDOf(version int64) (snapshotID, bool) {
+	fi, err := os.Stat(filepath.Join(db.dir, snapshotDirName(version)))
+	if err != nil {
+		return snapshotID{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return snapshotID{}, false
+	}
+	return snapshotID{version: version, ino: st.Ino}, true
+}
+
+// markChecked records the snapshot of version as checked (Open's check of
+// the snapshot it opens from, which reports damage on its own).
+func (db *DB) markChecked(version int64) {
+	id, ok := db.snapshotIDOf(version)
+	if !ok {
+		return
+	}
+	db.snapsChecked.Lock()
+	defer db.snapsChecked.Unlock()
+	if db.snapsChecked.m == nil {
+		db.snapsChecked.m = map[snapshotID]bool{}
+	}
+	db.snapsChecked.m[id] = true
+}
+
+// checkSnapshotOnce checks the checksums of gen, the snapshot of version,
+// the first time a version is rebuilt from it (unless Options.OpenCheck is
+// OpenCheckNone): Open checks only the snapshot it opens from, and an
+// older kept one would otherwise serve its versions from damaged files
+// without a word. It reads every file of the snapshot once, with read(2).
+func (db *DB) checkSnapshotOnce(gen *generation, version int64) error {
+	if db.opts.OpenCheck == OpenCheckNone {
+		return nil
+	}
+	id, ok := db.snapshotIDOf(version)
+	if ok {
+		db.snapsChecked.Lock()
+		done := db.snapsChecked.m[id]
+		db.snapsChecked.Unlock()
+		if done {
+			return nil
+		}
+	}
+	checks, err := gen.newChecks()
+	if err != nil {
+		return err
+	}
+	if err := runChecks(db.ctx, checks); err != nil {
+		if db.ctx.Err() != nil {
+			return ErrClosed
+		}
+		return fmt.Errorf("snapshot %d: %w", version, err)
+	}
+	if ok {
+		db.markChecked(version)
+	}
+	return nil
 }
