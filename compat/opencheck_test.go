@@ -164,3 +164,27 @@ func TestDamagedStoreIterationPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestLostCurrentStopsTheNode: a database directory that lost its current
+// pointer is not taken for a new chain: the load fails with ErrCorrupt (the
+// store always opens with CreateIfMissing) and the snapshot stays.
+func TestLostCurrentStopsTheNode(t *testing.T) {
+	cfg := testConfig()
+	cfg.SnapshotInterval = -1
+	dir, keys, m := bankSnapshot(t, cfg)
+	if err := os.Remove(filepath.Join(dir, "current")); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := compat.NewMultiStore(dir, log.NewNopLogger(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	mountAll(ms, keys, m)
+	if err := ms.LoadLatestVersion(); !errors.Is(err, multitree.ErrCorrupt) {
+		t.Fatalf("load without current: %v, want ErrCorrupt", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "snapshot-00000000000000000001")); err != nil {
+		t.Fatalf("the snapshot after the refused load: %v", err)
+	}
+}

@@ -55,7 +55,8 @@ func (v *View) Unpin() {
 // may be called while a writer has the database open. A directory without
 // a database has version 0, unless an import was interrupted while it
 // swapped a database in: then it is the version of the database the next
-// writable Open moves in (see ImportOptions.Replace).
+// writable Open moves in (see ImportOptions.Replace). A directory that lost
+// its current pointer, which Open refuses, fails with ErrCorrupt.
 //
 // A writer that switches snapshots or rolls back meanwhile makes it read
 // again, up to besideWriterAttempts times, then fail with ErrBusy: the
@@ -90,7 +91,8 @@ func latestVersionOnce(dir string) (int64, error) {
 				}
 				return latestVersionOnce(dir + replacedSuffix)
 			}
-			return 0, nil
+			// no database, unless it lost its current pointer
+			return 0, refuseOrphaned(dir)
 		}
 		return 0, err
 	}

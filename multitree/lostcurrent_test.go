@@ -59,6 +59,9 @@ func TestLostCurrentRefused(t *testing.T) {
 					t.Errorf("open %+v without current: %v, want ErrCorrupt", opts, err)
 				}
 			}
+			if v, err := LatestVersion(dir); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("LatestVersion without current: %d, %v, want ErrCorrupt", v, err)
+			}
 			if _, err := Import(dir, 50, nil, ImportOptions{Stores: crashStores}); !errors.Is(err, ErrCorrupt) {
 				t.Errorf("import into the database without current: %v, want ErrCorrupt", err)
 			}
