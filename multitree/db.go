@@ -422,6 +422,13 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		// records it, and Verify checks the log against it)
 		first := db.log.FirstVersion()
 		if rec := db.mu.first; first != 0 && rec != 0 && first != rec {
+			if opts.ReadOnly {
+				// a writer's prune beside cut the log after it
+				// removed snapshot 0: a read to start again
+				if err := checkBaseKept(dir, base); err != nil {
+					return nil, err
+				}
+			}
 			return nil, fmt.Errorf("%w: the log %s begins at version %d, but the database's first commit was version %d (%s): its first segment is missing",
 				ErrCorrupt, filepath.Join(dir, walDirName), first, rec, filepath.Join(dir, firstFileName))
 		}
