@@ -530,6 +530,9 @@ func (c *fullChain) account(i int) sdk.AccountI {
 func (c *fullChain) signer() int {
 	for {
 		i := c.r.Intn(len(c.keys))
+		if i == fullNewVal && !c.createdVal {
+			continue // its funds are for its self-delegation
+		}
 		if i < fullAccounts || c.account(i) != nil {
 			return i
 		}
