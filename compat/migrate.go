@@ -240,7 +240,9 @@ func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error
 	}
 	defer func() {
 		if err != nil {
-			_ = multitree.RemoveDatabase(dir)
+			if rerr := multitree.RemoveDatabase(dir); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("removing the database the failed migration began: %w", rerr))
+			}
 		}
 	}()
 	return replayRefWAL(dir, segs, ref.version, ref.initialVersion, opts)

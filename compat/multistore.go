@@ -331,26 +331,14 @@ func (s *MultiStore) checkUpgrades(ver int64, upgrades *types.StoreUpgrades) err
 		}
 		ver = max(latest, db.Version())
 	}
-	info, version := db.LastCommitInfo(), db.Version()
-	switch {
-	case ver > version:
-		return nil // not open: the load reads its stores
-	case ver < version:
-		v, err := s.views.get(db, ver)
-		if err != nil {
-			return nil
-		}
-		info, version = v.CommitInfo(), ver
-		defer v.Unpin()
-	}
-	if info == nil || version == 0 {
+	if ver == 0 {
 		return nil
 	}
-	names := make([]string, 0, len(info.StoreInfos))
-	for _, si := range info.StoreInfos {
-		names = append(names, si.Name)
+	names, err := db.StoreNamesAt(ver)
+	if err != nil {
+		return nil
 	}
-	_, _, err := s.planUpgradesOf(names, version, upgrades, false)
+	_, _, err = s.planUpgradesOf(names, ver, upgrades, false)
 	return err
 }
 
@@ -673,6 +661,11 @@ func (s *MultiStore) LastCommitID() types.CommitID {
 		return *id
 	}
 	v, err := multitree.LatestVersion(s.dir)
+	if errors.Is(err, multitree.ErrCorrupt) {
+		// a directory the load refuses, with that error (the SDK's
+		// upgrade store loader asks before it loads)
+		return types.CommitID{Hash: emptyHash[:]}
+	}
 	if err != nil {
 		panic(err)
 	}

@@ -181,6 +181,10 @@ func TestLostCurrentStopsTheNode(t *testing.T) {
 	}
 	defer ms.Close()
 	mountAll(ms, keys, m)
+	// asked before the load by the SDK's upgrade store loader
+	if id := ms.LastCommitID(); id.Version != 0 {
+		t.Errorf("LastCommitID before the load: %v", id)
+	}
 	if err := ms.LoadLatestVersion(); !errors.Is(err, multitree.ErrCorrupt) {
 		t.Fatalf("load without current: %v, want ErrCorrupt", err)
 	}

@@ -1166,4 +1166,20 @@ func TestRootmultiSideLoadLatestAfterOlder(t *testing.T) {
 	z.want("store4 at the latest version", `"3"`, func(s types.CommitMultiStore) any { return getByName(s, "store4", "c") })
 	z.want("LoadVersion(3) after the latest", "<nil>", func(s types.CommitMultiStore) any { return s.LoadVersion(3) })
 	z.sameLCID()
+
+	// loaded at 2 again: a load of the latest version that does not fit
+	// (store5 mounted without an upgrade) is refused, and 2 stays loaded
+	// with its uncommitted writes
+	z.fresh([]string{"store1", "store4"}, po)
+	z.want("LoadVersionAndUpgrade(2, add store4) again", "<nil>", func(s types.CommitMultiStore) any { return s.LoadVersionAndUpgrade(2, add4) })
+	z.set("store1", "w", "uncommitted")
+	k5 := z.keys.key("store5", types.StoreTypeIAVL)
+	z.o.MountStoreWithDB(k5, types.StoreTypeIAVL, nil)
+	z.c.MountStoreWithDB(k5, types.StoreTypeIAVL, nil)
+	ec, eo := z.loadBoth("LoadLatestVersion with store5 mounted", func(s types.CommitMultiStore) error { return s.LoadLatestVersion() })
+	if ec == nil || eo == nil {
+		t.Fatalf("LoadLatestVersion with store5 mounted: ours %v, rootmulti %v; want both refused", ec, eo)
+	}
+	z.sameLCID()
+	z.want("store1's uncommitted write after the refused load", `"uncommitted"`, func(s types.CommitMultiStore) any { return getByName(s, "store1", "w") })
 }

@@ -151,3 +151,54 @@ func canonicalEntry(e wal.Entry) wal.Entry {
 	}
 	return out
 }
+
+// StoreNamesAt returns the stores of version, sorted: the last committed
+// version's, an older version's (rebuilt as ViewAt does), or, for a writer
+// opened at an older version (TargetVersion), a later version the log
+// holds, from the store upgrades the log records after the open version.
+func (db *DB) StoreNamesAt(version int64) ([]string, error) {
+	info := db.LastCommitInfo()
+	if info == nil {
+		return nil, ErrClosed
+	}
+	cur := info.Version
+	if version < cur {
+		v, err := db.ViewAt(version)
+		if err != nil {
+			return nil, err
+		}
+		defer v.Release()
+		return v.StoreNames(), nil
+	}
+	set := map[string]bool{}
+	for _, si := range info.StoreInfos {
+		set[si.Name] = true
+	}
+	if version > cur {
+		if last := db.log.LastVersion(); version > last {
+			return nil, fmt.Errorf("%w: %d is after the log's last version %d", ErrVersion, version, last)
+		}
+		err := db.log.Replay(cur+1, version, func(e wal.Entry) error {
+			for _, name := range e.Upgrades.Deleted {
+				delete(set, name)
+			}
+			for _, r := range e.Upgrades.Renamed {
+				delete(set, r.OldName)
+				set[r.NewName] = true
+			}
+			for _, name := range e.Upgrades.Added {
+				set[name] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, 0, len(set))
+	for name := range set {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
+}

@@ -132,7 +132,7 @@ type DB struct {
 	// of the others checks it first (see checkSnapshotOnce)
 	snapsChecked struct {
 		sync.Mutex
-		m map[snapshotID]bool
+		m map[snapshotID]*snapshotCheck
 	}
 
 	views struct {

@@ -367,6 +367,25 @@ func refuseOrphaned(dir string) error {
 		ErrCorrupt, dir, currentFileName, what, currentFileName)
 }
 
+// writeImportMarker makes the import marker of dir (see importFileName)
+// exist, durably: an empty file, so that it can be made on a full disk,
+// where giving a database up must still work.
+func writeImportMarker(dir string) error {
+	path := filepath.Join(dir, importFileName)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
 // removeImportMarker removes the import marker of dir (see
 // importFileName), if there is one, durably.
 func removeImportMarker(dir string) error {

@@ -33,9 +33,8 @@ import (
 // current, rollback and rollbacks) are removed by the next writer Open; other
 // entries are left alone.
 //
-// An import writes "import" (atomically, as "current"; its content is
-// text for people and is not read) before anything else it writes in the
-// directory, and removes it once "current" is written and the database
+// An import makes "import" (an empty file, fsynced with the directory)
+// before anything else it writes in the directory, and removes it once "current" is written and the database
 // opens. Giving a database up (a failed import, RemoveDatabase) writes it
 // before removing "current" and removes it after the rest. A directory without
 // "current" that holds a snapshot other than snapshot 0, or a log with

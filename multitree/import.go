@@ -19,10 +19,6 @@ import (
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
-// importMarkerText is the content of the import marker (importFileName),
-// for whoever looks into the directory; it is not read.
-const importMarkerText = "an import is writing this database, or it is being removed; without a current file it is incomplete, and the next import or writable open removes it\n"
-
 // stagingSuffix names the directory beside a database in which an import
 // that replaces it is written.
 const stagingSuffix = ".import.tmp"
@@ -310,7 +306,7 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 		}
 	}
 	// before anything of the database: see importFileName
-	if err := writeFileAtomic(im.target, importFileName, []byte(importMarkerText)); err != nil {
+	if err := writeImportMarker(im.target); err != nil {
 		return nil, err
 	}
 	im.tmpSnap = filepath.Join(im.target, snapshotDirName(version)+tmpSuffix)
@@ -385,7 +381,7 @@ func removeImportLeftovers(dir string) error {
 // the snapshots, the log and the database's other files (see
 // importFileName).
 func giveUp(dir string) error {
-	if err := writeFileAtomic(dir, importFileName, []byte(importMarkerText)); err != nil {
+	if err := writeImportMarker(dir); err != nil {
 		return err
 	}
 	if err := os.Remove(filepath.Join(dir, currentFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -408,6 +404,11 @@ func giveUp(dir string) error {
 // that are not the database's stay. It fails with ErrLocked while the
 // database is open for writing.
 func RemoveDatabase(dir string) error {
+	// a replacing import interrupted beside it: finished first, or the
+	// database it replaced would come back at the next open
+	if err := finishSwap(dir); err != nil {
+		return err
+	}
 	lock, err := lockDir(dir)
 	if err != nil {
 		return err

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
 
 // TestLostCurrentRefused: a database that lost its current pointer is not
@@ -103,7 +106,7 @@ func TestInterruptedImportMarker(t *testing.T) {
 		if err := os.Remove(filepath.Join(dir, currentFileName)); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, importFileName), []byte(importMarkerText), 0o644); err != nil {
+		if err := writeImportMarker(dir); err != nil {
 			t.Fatal(err)
 		}
 		return dir
@@ -156,7 +159,7 @@ func TestInterruptedImportMarker(t *testing.T) {
 			t.Fatal(err)
 		}
 		marker := filepath.Join(dir, importFileName)
-		if err := os.WriteFile(marker, []byte(importMarkerText), 0o644); err != nil {
+		if err := writeImportMarker(dir); err != nil {
 			t.Fatal(err)
 		}
 		ro, err := Open(dir, Options{ReadOnly: true})
@@ -375,7 +378,7 @@ func TestRemoveDatabase(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFileAtomic(dir, importFileName, []byte(importMarkerText)); err != nil {
+	if err := writeImportMarker(dir); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(dir, currentFileName)); err != nil {
@@ -389,4 +392,80 @@ func TestRemoveDatabase(t *testing.T) {
 	if db.Version() != 0 || !slices.Equal(db.StoreNames(), []string{"x"}) {
 		t.Errorf("created: version %d, stores %v", db.Version(), db.StoreNames())
 	}
+}
+
+// TestRemoveDatabaseFullDisk: RemoveDatabase works on a full file system
+// (a failed migration that filled the disk gives its database up so): the
+// marker it makes first is an empty file. It needs a tmpfs mount (root).
+func TestRemoveDatabaseFullDisk(t *testing.T) {
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v %s", err, out)
+	}
+	defer exec.Command("umount", mnt).Run()
+	dir := filepath.Join(mnt, "db")
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 3, 5)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// fill the file system
+	f, err := os.Create(filepath.Join(mnt, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := bytes.Repeat([]byte{1}, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			t.Logf("filler: %v", err)
+			break
+		}
+	}
+	f.Close()
+	err = RemoveDatabase(dir)
+	_, statErr := os.Stat(filepath.Join(dir, currentFileName))
+	t.Logf("RemoveDatabase on a full disk: %v; current after it: %v", err, statErr)
+	if err != nil || statErr == nil {
+		t.Errorf("RemoveDatabase on a full disk: %v; current after it: %v", err, statErr)
+	}
+}
+
+// TestRemoveDatabaseBesideReplaced: a replacing import on a file system
+// without RENAME_EXCHANGE stopped after its second rename, before it
+// removed the old database (dir+".replaced.tmp"); RemoveDatabase(dir)
+// removes that too, so that the next open creates a database rather than
+// moving the old one back or failing.
+func TestRemoveDatabaseBesideReplaced(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 3, 4)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// the old database, left beside by the interrupted swap
+	testutil.CopyDir(t, dir, dir+replacedSuffix)
+	v, err := LatestVersion(dir)
+	t.Logf("LatestVersion before removal: %d %v", v, err)
+	if err := RemoveDatabase(dir); err != nil {
+		t.Fatal(err)
+	}
+	v, err = LatestVersion(dir)
+	t.Logf("LatestVersion after removal: %d %v", v, err)
+	if v != 0 || err != nil {
+		t.Errorf("LatestVersion after RemoveDatabase: %d, %v; want 0", v, err)
+	}
+	db, err = Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"x"}})
+	if err != nil {
+		t.Fatalf("open after RemoveDatabase: %v", err)
+	}
+	if db.Version() != 0 || !slices.Equal(db.StoreNames(), []string{"x"}) {
+		t.Errorf("opened at version %d, stores %v; want a new database", db.Version(), db.StoreNames())
+	}
+	db.Close()
 }

@@ -272,19 +272,29 @@ func (db *DB) snapshotIDOf(version int64) (snapshotID, bool) {
 	return snapshotID{version: version, ino: st.Ino}, true
 }
 
+// snapshotCheck is the check of one snapshot's checksums: done is closed
+// once err is set (nil: sound).
+type snapshotCheck struct {
+	done chan struct{}
+	err  error
+}
+
 // markChecked records the snapshot of version as checked (Open's check of
-// the snapshot it opens from, which reports damage on its own).
+// the snapshot it opens from, which reports damage on its own, and the
+// snapshots a rewrite writes from checked sources).
 func (db *DB) markChecked(version int64) {
 	id, ok := db.snapshotIDOf(version)
 	if !ok {
 		return
 	}
+	c := &snapshotCheck{done: make(chan struct{})}
+	close(c.done)
 	db.snapsChecked.Lock()
 	defer db.snapsChecked.Unlock()
 	if db.snapsChecked.m == nil {
-		db.snapsChecked.m = map[snapshotID]bool{}
+		db.snapsChecked.m = map[snapshotID]*snapshotCheck{}
 	}
-	db.snapsChecked.m[id] = true
+	db.snapsChecked.m[id] = c
 }
 
 // checkSnapshotOnce checks the checksums of gen, the snapshot of version,
@@ -292,19 +302,48 @@ func (db *DB) markChecked(version int64) {
 // OpenCheckNone): Open checks only the snapshot it opens from, and an
 // older kept one would otherwise serve its versions from damaged files
 // without a word. It reads every file of the snapshot once, with read(2).
+// Rebuilds from the same snapshot meanwhile wait for that one check, and
+// damage it found is the answer of every later rebuild from it.
 func (db *DB) checkSnapshotOnce(gen *generation, version int64) error {
 	if db.opts.OpenCheck == OpenCheckNone {
 		return nil
 	}
 	id, ok := db.snapshotIDOf(version)
-	if ok {
-		db.snapsChecked.Lock()
-		done := db.snapsChecked.m[id]
-		db.snapsChecked.Unlock()
-		if done {
-			return nil
+	if !ok {
+		return db.checkSnapshot(gen, version)
+	}
+	db.snapsChecked.Lock()
+	if db.snapsChecked.m == nil {
+		db.snapsChecked.m = map[snapshotID]*snapshotCheck{}
+	}
+	c, running := db.snapsChecked.m[id]
+	if !running {
+		c = &snapshotCheck{done: make(chan struct{})}
+		db.snapsChecked.m[id] = c
+	}
+	db.snapsChecked.Unlock()
+	if running {
+		select {
+		case <-c.done:
+			return c.err
+		case <-db.ctx.Done():
+			return ErrClosed
 		}
 	}
+	c.err = db.checkSnapshot(gen, version)
+	if c.err != nil && !errors.Is(c.err, ErrCorrupt) {
+		// not the files' damage (closed, an I/O error): a later
+		// rebuild checks again
+		db.snapsChecked.Lock()
+		delete(db.snapsChecked.m, id)
+		db.snapsChecked.Unlock()
+	}
+	close(c.done)
+	return c.err
+}
+
+// checkSnapshot checks the checksums of gen, the snapshot of version.
+func (db *DB) checkSnapshot(gen *generation, version int64) error {
 	checks, err := gen.newChecks()
 	if err != nil {
 		return err
@@ -314,9 +353,6 @@ func (db *DB) checkSnapshotOnce(gen *generation, version int64) error {
 			return ErrClosed
 		}
 		return fmt.Errorf("snapshot %d: %w", version, err)
-	}
-	if ok {
-		db.markChecked(version)
 	}
 	return nil
 }

@@ -100,9 +100,9 @@ func TestViewAtChecksOlderSnapshot(t *testing.T) {
 	}
 	id, ok := db.snapshotIDOf(20)
 	db.snapsChecked.Lock()
-	checked := db.snapsChecked.m[id]
+	c := db.snapsChecked.m[id]
 	db.snapsChecked.Unlock()
-	if !ok || !checked {
-		t.Errorf("snapshot 20 not recorded as checked after ViewAt")
+	if !ok || c == nil || c.err != nil {
+		t.Errorf("snapshot 20 not recorded as checked after ViewAt: %+v", c)
 	}
 }
