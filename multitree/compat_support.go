@@ -3,6 +3,7 @@ package multitree
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,35 +171,21 @@ func (db *DB) StoreNamesAt(version int64) ([]string, error) {
 		defer v.Release()
 		return v.StoreNames(), nil
 	}
-	set := map[string]bool{}
+	stores := map[string]string{} // as upgradeOrigins applies upgrades
 	for _, si := range info.StoreInfos {
-		set[si.Name] = true
+		stores[si.Name] = ""
 	}
 	if version > cur {
 		if last := db.log.LastVersion(); version > last {
 			return nil, fmt.Errorf("%w: %d is after the log's last version %d", ErrVersion, version, last)
 		}
-		err := db.log.Replay(cur+1, version, func(e wal.Entry) error {
-			for _, name := range e.Upgrades.Deleted {
-				delete(set, name)
-			}
-			for _, r := range e.Upgrades.Renamed {
-				delete(set, r.OldName)
-				set[r.NewName] = true
-			}
-			for _, name := range e.Upgrades.Added {
-				set[name] = true
-			}
-			return nil
+		err := db.log.Replay(cur+1, version, func(e wal.Entry) (err error) {
+			stores, err = upgradeOrigins(stores, e.Upgrades)
+			return err
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	names := make([]string, 0, len(set))
-	for name := range set {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names, nil
+	return slices.Sorted(maps.Keys(stores)), nil
 }

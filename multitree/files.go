@@ -142,43 +142,34 @@ func readCurrent(dir string) (int64, error) {
 // readRollback returns the target of the rollback that dir's "rollback"
 // file records, 0 when there is none.
 func readRollback(dir string) (int64, error) {
-	path := filepath.Join(dir, rollbackFileName)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return decodeRollback(path, b)
+	return readSmallFile(dir, rollbackFileName, decodeRollback)
 }
 
 // readFirst returns the version of the database's first commit that dir's
 // "first" file records, 0 when there is none.
 func readFirst(dir string) (int64, error) {
-	path := filepath.Join(dir, firstFileName)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return decodeFirst(path, b)
+	return readSmallFile(dir, firstFileName, decodeFirst)
 }
 
 // readRollbacks returns the count of rollbacks begun in dir that its
 // "rollbacks" file records, 0 when there is none.
 func readRollbacks(dir string) (uint64, error) {
-	path := filepath.Join(dir, rollbacksName)
+	return readSmallFile(dir, rollbacksName, decodeRollbacks)
+}
+
+// readSmallFile decodes dir's small file name (see encodeSmall), the zero
+// value when there is none.
+func readSmallFile[T any](dir, name string, decode func(path string, b []byte) (T, error)) (T, error) {
+	var zero T
+	path := filepath.Join(dir, name)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return zero, nil
 	}
 	if err != nil {
-		return 0, err
+		return zero, err
 	}
-	return decodeRollbacks(path, b)
+	return decode(path, b)
 }
 
 // countRollback adds one to the count of rollbacks begun in dir. A damaged
@@ -301,7 +292,7 @@ func ownTemporary(name string) bool {
 		return true
 	}
 	switch base {
-	case currentFileName, rollbackFileName, rollbacksName, importFileName, firstFileName:
+	case currentFileName, rollbackFileName, rollbacksName, firstFileName:
 		return true
 	}
 	return false

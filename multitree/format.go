@@ -283,15 +283,7 @@ func encodeRollback(target int64) []byte {
 }
 
 func decodeRollback(path string, b []byte) (int64, error) {
-	bad := badAt(path)
-	u, err := decodeSmall(b, rollbackMagic, rollbackFormat, bad)
-	if err != nil {
-		return 0, err
-	}
-	if v := int64(u); v <= 0 {
-		return 0, bad(8, "rollback target %d is not a version", v)
-	}
-	return int64(u), nil
+	return decodeVersionFile(path, b, rollbackMagic, rollbackFormat, "rollback target")
 }
 
 func encodeFirst(v int64) []byte {
@@ -299,13 +291,19 @@ func encodeFirst(v int64) []byte {
 }
 
 func decodeFirst(path string, b []byte) (int64, error) {
+	return decodeVersionFile(path, b, firstMagic, firstFormat, "first version")
+}
+
+// decodeVersionFile decodes a small file whose value is a version (what
+// names it in errors).
+func decodeVersionFile(path string, b []byte, magic, format uint32, what string) (int64, error) {
 	bad := badAt(path)
-	u, err := decodeSmall(b, firstMagic, firstFormat, bad)
+	u, err := decodeSmall(b, magic, format, bad)
 	if err != nil {
 		return 0, err
 	}
 	if v := int64(u); v <= 0 {
-		return 0, bad(8, "first version %d is not a version", v)
+		return 0, bad(8, "%s %d is not a version", what, v)
 	}
 	return int64(u), nil
 }
