@@ -38,16 +38,19 @@ func (s *MultiStore) Snapshot(height uint64, protoWriter protoio.Writer) error {
 // Restore implements snapshottypes.Snapshotter with RestoreDB: the database
 // is closed, replaced by the one restored at height (which requires it to be
 // empty, at version 0, or already at height) and the multistore is reloaded,
-// as rootmulti reloads after a restore. The mounted IAVL stores the stream
-// does not mention are created empty. After a failed restore the multistore
-// is reloaded on the database as it was.
+// as rootmulti reloads after a restore. Every mounted IAVL store must be in
+// the stream, as rootmulti requires (its reload refuses a store the
+// snapshot lacks): a stream without one, such as one cut cleanly between
+// two stores, is refused with ErrSnapshotStream and nothing is restored.
+// After a failed restore the multistore is reloaded on the database as it
+// was.
 func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.Reader) (snapshottypes.SnapshotItem, error) {
 	if err := s.closeDB(); err != nil {
 		return snapshottypes.SnapshotItem{}, err
 	}
 	opts := s.cfg.dbOptions()
 	opts.InitialStores = s.mountedTrees()
-	item, err := RestoreDB(s.dir, height, format, protoReader, opts)
+	item, err := restoreDB(s.dir, height, format, protoReader, opts, true)
 	if err != nil {
 		// a failed restore leaves the database as it was: reopen it
 		return snapshottypes.SnapshotItem{}, errors.Join(err, s.LoadLatestVersion())

@@ -99,7 +99,8 @@ func snapshotStore(view *multitree.View, name string, w protoio.Writer) error {
 // state's size. Of opts it uses InitialStores and InitialVersion (recorded
 // in the new database): when InitialStores is not empty every store of the
 // stream must be one of them, and those the stream does not mention are
-// created empty, like the mounted stores rootmulti leaves untouched.
+// created empty (MultiStore.Restore instead refuses a stream without one of
+// its mounted stores, as rootmulti does).
 //
 // The stream is checked as it is read and any fault is an error wrapping
 // ErrSnapshotStream (or the reader's error), never a panic: a message that
@@ -111,7 +112,8 @@ func snapshotStore(view *multitree.View, name string, w protoio.Writer) error {
 // inner keys, unbalanced nodes, versions after height). Whether the restored
 // state is the one wanted is for the caller to check: state sync compares
 // the resulting app hash with the one the light client trusts, which also
-// catches a stream cut cleanly between two stores. A stream with no store
+// catches a stream cut cleanly between two stores when RestoreDB creates
+// the missing ones. A stream with no store
 // item is refused when InitialStores is empty too, since it would make a
 // database of no stores.
 //
@@ -123,6 +125,14 @@ func snapshotStore(view *multitree.View, name string, w protoio.Writer) error {
 // database at any other version is refused (multitree.ErrExists). The
 // database must not be open during RestoreDB.
 func RestoreDB(dir string, height uint64, format uint32, protoReader protoio.Reader, opts multitree.Options) (snapshottypes.SnapshotItem, error) {
+	return restoreDB(dir, height, format, protoReader, opts, false)
+}
+
+// restoreDB is RestoreDB; with allStores set, every store of
+// opts.InitialStores must be in the stream, as rootmulti requires of its
+// mounted IAVL stores, and a stream without one of them is refused before
+// anything is committed.
+func restoreDB(dir string, height uint64, format uint32, protoReader protoio.Reader, opts multitree.Options, allStores bool) (snapshottypes.SnapshotItem, error) {
 	if format != snapshottypes.CurrentFormat {
 		return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: format %d, want %d", snapshottypes.ErrUnknownFormat, format, snapshottypes.CurrentFormat)
 	}
@@ -142,7 +152,15 @@ func RestoreDB(dir string, height uint64, format uint32, protoReader protoio.Rea
 	if err != nil {
 		return snapshottypes.SnapshotItem{}, err
 	}
-	if stores == 0 && len(opts.InitialStores) == 0 {
+	if allStores {
+		for _, name := range opts.InitialStores {
+			if _, ok := stores[name]; !ok {
+				return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: the mounted store %q is not in the snapshot of height %d (a store added after that height is added by a store upgrade once the node has caught up to it)",
+					ErrSnapshotStream, name, height)
+			}
+		}
+	}
+	if len(stores) == 0 && len(opts.InitialStores) == 0 {
 		// Nothing says which stores the state has: committing would make
 		// a database of none, whose app hash no chain has.
 		return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: the stream holds no store, and no store is mounted", ErrSnapshotStream)
@@ -154,9 +172,10 @@ func RestoreDB(dir string, height uint64, format uint32, protoReader protoio.Rea
 }
 
 // restoreStream feeds the stores of the stream to im and returns the item
-// that ended it (the zero item at the end of the stream) and the number of
-// stores the stream held.
-func restoreStream(im *multitree.Importer, r protoio.Reader) (_ snapshottypes.SnapshotItem, stores int, _ error) {
+// that ended it (the zero item at the end of the stream) and the names of
+// the stores the stream held.
+func restoreStream(im *multitree.Importer, r protoio.Reader) (_ snapshottypes.SnapshotItem, stores map[string]struct{}, _ error) {
+	stores = make(map[string]struct{})
 	var (
 		cur     *memiavl.Importer
 		curName string
@@ -180,31 +199,31 @@ func restoreStream(im *multitree.Importer, r protoio.Reader) (_ snapshottypes.Sn
 			return snapshottypes.SnapshotItem{}, stores, finish()
 		}
 		if err != nil {
-			return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
+			return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
 		}
 		switch it := item.Item.(type) {
 		case *snapshottypes.SnapshotItem_Store:
 			if err := finish(); err != nil {
-				return snapshottypes.SnapshotItem{}, 0, err
+				return snapshottypes.SnapshotItem{}, nil, err
 			}
 			name := it.Store.GetName()
-			if stores > 0 && name <= curName {
-				return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: store %q after %q: stores must come once each, in name order",
+			if len(stores) > 0 && name <= curName {
+				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: store %q after %q: stores must come once each, in name order",
 					ErrSnapshotStream, items, name, curName)
 			}
 			cur, err = im.AddStore(name)
 			if err != nil {
-				return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
+				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
 			}
 			curName = name
-			stores++
+			stores[name] = struct{}{}
 		case *snapshottypes.SnapshotItem_IAVL:
 			if cur == nil {
-				return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: IAVL node before any store item", ErrSnapshotStream, items)
+				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: IAVL node before any store item", ErrSnapshotStream, items)
 			}
 			n := it.IAVL
 			if n == nil || n.Height < 0 || n.Height > math.MaxInt8 {
-				return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: node height %d outside [0, %d]",
+				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: node height %d outside [0, %d]",
 					ErrSnapshotStream, items, n.GetHeight(), math.MaxInt8)
 			}
 			// Protobuf does not tell an empty byte string from an absent
@@ -218,15 +237,15 @@ func restoreStream(im *multitree.Importer, r protoio.Reader) (_ snapshottypes.Sn
 				node.Value = []byte{}
 			}
 			if err := cur.Add(&node); err != nil {
-				return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: store %q: %w", ErrSnapshotStream, items, curName, err)
+				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: store %q: %w", ErrSnapshotStream, items, curName, err)
 			}
 		case *snapshottypes.SnapshotItem_Extension:
 			if err := finish(); err != nil {
-				return snapshottypes.SnapshotItem{}, 0, err
+				return snapshottypes.SnapshotItem{}, nil, err
 			}
 			return item, stores, nil
 		default:
-			return snapshottypes.SnapshotItem{}, 0, fmt.Errorf("%w: item %d: unknown or misplaced item %T", ErrSnapshotStream, items, item.Item)
+			return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: unknown or misplaced item %T", ErrSnapshotStream, items, item.Item)
 		}
 	}
 }

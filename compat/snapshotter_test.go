@@ -321,6 +321,53 @@ func TestRestoreIdempotent(t *testing.T) {
 	}
 }
 
+// TestRestoreRefusesMissingMountedStore restores, side by side with
+// rootmulti, a stream that lacks one of the mounted stores (the items of
+// "gov" removed, as a stream cut cleanly between two stores would be):
+// both refuse it, ours leaving the empty database as it was, which then
+// takes the whole stream.
+func TestRestoreRefusesMissingMountedStore(t *testing.T) {
+	r := testutil.Rand(t)
+	src, hashes := ssOurs(t, t.TempDir(), ssBlocks(r, ssStores, 6, 10))
+	defer src.Close()
+	stream := ssStream(t, src, 6)
+	var cut []*snapshottypes.SnapshotItem
+	inGov := false
+	for _, it := range ssItems(t, stream) {
+		if st := it.GetStore(); st != nil {
+			inGov = st.Name == "gov"
+		}
+		if !inGov {
+			cut = append(cut, it)
+		}
+	}
+	if len(cut) == len(ssItems(t, stream)) {
+		t.Fatal("the stream has no gov store")
+	}
+	short := ssEncode(t, cut)
+
+	keys := keyring{}
+	m := mount{iavl: ssStores}
+	rs := newOracle(t, dbm.NewMemDB(), keys, m, nil)
+	if _, err := rs.Restore(6, snapshottypes.CurrentFormat, ssReader(short)); err == nil {
+		t.Fatal("rootmulti restored a stream without a mounted store")
+	}
+	ours := newOurs(t, filepath.Join(t.TempDir(), "db"), testConfig(), keys, m, nil)
+	defer ours.Close()
+	if _, err := ours.Restore(6, snapshottypes.CurrentFormat, ssReader(short)); !errors.Is(err, compat.ErrSnapshotStream) {
+		t.Fatalf("restore without a mounted store: %v", err)
+	}
+	if cid := ours.LastCommitID(); cid.Version != 0 {
+		t.Fatalf("a refused restore left version %d", cid.Version)
+	}
+	if _, err := ours.Restore(6, snapshottypes.CurrentFormat, ssReader(stream)); err != nil {
+		t.Fatal(err)
+	}
+	if cid := ours.LastCommitID(); cid.Version != 6 || !bytes.Equal(cid.Hash, hashes[6]) {
+		t.Fatalf("restored version %d app hash %X, want %X", cid.Version, cid.Hash, hashes[6])
+	}
+}
+
 // ssItems decodes a delimited stream into its items.
 func ssItems(t *testing.T, b []byte) []*snapshottypes.SnapshotItem {
 	t.Helper()

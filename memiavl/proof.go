@@ -28,7 +28,10 @@ import (
 // Varints are zigzag-signed (encoding/binary.PutVarint), as in the node hash.
 // The proofs are taken over the working tree; for a copy of a saved version
 // (what a database view serves) that is the saved version. Nodes changed
-// since the last save carry the working version, as in iavl.
+// since the last save carry the working version, so a proof over them
+// verifies against the working root hash. iavl's do too after its first
+// save; before it, with an initial version above 1, iavl's proofs over
+// unsaved nodes do not verify against its working hash.
 
 // GetMembershipProof returns an ICS23 existence proof of key. The proof
 // holds copies of the key and value; it stays valid after the tree is closed.
