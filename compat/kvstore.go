@@ -2,7 +2,6 @@ package compat
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"fmt"
 	"io"
 
@@ -169,10 +168,9 @@ func (st *TreeStore) Commit() types.CommitID {
 // been committed: version 0 and the empty tree's hash.
 func (st *TreeStore) LastCommitID() types.CommitID {
 	if si, ok := lastStoreInfo(st.db, st.name); ok {
-		return si.CommitId
+		return types.CommitID{Version: si.CommitId.Version, Hash: bytes.Clone(si.CommitId.Hash)}
 	}
-	empty := sha256.Sum256(nil)
-	return types.CommitID{Hash: empty[:]}
+	return types.CommitID{Hash: emptyAppHash()}
 }
 
 // lastStoreInfo returns store's entry in the last commit info, if it has

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -475,13 +476,12 @@ type droppedStore struct {
 func (*droppedStore) GetStoreType() types.StoreType { return types.StoreTypeIAVL }
 
 // LastCommitID returns the last commit of the store it stands for.
-func (d *droppedStore) LastCommitID() types.CommitID { return d.last }
+func (d *droppedStore) LastCommitID() types.CommitID {
+	return types.CommitID{Version: d.last.Version, Hash: bytes.Clone(d.last.Hash)}
+}
 
 // WorkingHash returns the hash of an empty tree.
-func (*droppedStore) WorkingHash() []byte {
-	h := emptyHash // a copy: the caller owns the slice
-	return h[:]
-}
+func (*droppedStore) WorkingHash() []byte { return emptyAppHash() }
 
 // live reports whether st is a store of the multistore: not a removed
 // store whose removal a Commit completed.
@@ -643,9 +643,31 @@ func (s *MultiStore) refreshTrees() {
 
 var emptyHash = sha256.Sum256(nil)
 
+// emptyAppHash returns a new copy of sha256(""), the app hash of version 0.
+func emptyAppHash() []byte {
+	h := emptyHash
+	return h[:]
+}
+
+// cloneCommitInfo returns a deep copy of info (nil for nil): the commit
+// infos and hashes the multistore hands out are the caller's, as
+// rootmulti's, which decodes them afresh on each call.
+func cloneCommitInfo(info *types.CommitInfo) *types.CommitInfo {
+	if info == nil {
+		return nil
+	}
+	c := *info
+	c.StoreInfos = make([]types.StoreInfo, len(info.StoreInfos))
+	for i, si := range info.StoreInfos {
+		si.CommitId.Hash = bytes.Clone(si.CommitId.Hash)
+		c.StoreInfos[i] = si
+	}
+	return &c
+}
+
 // setLastCommitID publishes the database's last commit for LastCommitID.
 func (s *MultiStore) setLastCommitID() {
-	id := types.CommitID{Hash: emptyHash[:]}
+	id := types.CommitID{Hash: emptyAppHash()}
 	if info := s.db.Load().LastCommitInfo(); info != nil && info.Version > 0 {
 		id = info.CommitID()
 	}
@@ -658,35 +680,35 @@ func (s *MultiStore) setLastCommitID() {
 // upgrade store loader reads it to decide whether to apply store upgrades).
 func (s *MultiStore) LastCommitID() types.CommitID {
 	if id := s.lastCommitID.Load(); id != nil {
-		return *id
+		return types.CommitID{Version: id.Version, Hash: bytes.Clone(id.Hash)}
 	}
 	v, err := multitree.LatestVersion(s.dir)
 	if errors.Is(err, multitree.ErrCorrupt) {
 		// a directory the load refuses, with that error (the SDK's
 		// upgrade store loader asks before it loads)
-		return types.CommitID{Hash: emptyHash[:]}
+		return types.CommitID{Hash: emptyAppHash()}
 	}
 	if err != nil {
 		panic(err)
 	}
-	return types.CommitID{Version: v, Hash: emptyHash[:]}
+	return types.CommitID{Version: v, Hash: emptyAppHash()}
 }
 
 // LatestVersion implements types.MultiStore.
 func (s *MultiStore) LatestVersion() int64 { return s.LastCommitID().Version }
 
-// LastCommitInfo returns the commit info of the last committed version, nil
-// before a load.
+// LastCommitInfo returns (a copy of) the commit info of the last committed
+// version, nil before a load.
 func (s *MultiStore) LastCommitInfo() *types.CommitInfo {
 	db := s.db.Load()
 	if db == nil {
 		return nil
 	}
-	return db.LastCommitInfo()
+	return cloneCommitInfo(db.LastCommitInfo())
 }
 
-// GetCommitInfo returns the commit info of a version still kept (see
-// Config.SnapshotKeepRecent), as rootmulti's GetCommitInfo.
+// GetCommitInfo returns (a copy of) the commit info of a version still kept
+// (see Config.SnapshotKeepRecent), as rootmulti's GetCommitInfo.
 func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
 	db := s.db.Load()
 	if db == nil {
@@ -696,7 +718,7 @@ func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
 		return nil, noCommitInfo{}
 	}
 	if info := db.LastCommitInfo(); info != nil && info.Version == ver {
-		return info, nil
+		return cloneCommitInfo(info), nil
 	}
 	v, err := s.views.get(db, ver)
 	if errors.Is(err, multitree.ErrBeforeFirstVersion) {
@@ -706,7 +728,7 @@ func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
 		return nil, fmt.Errorf("no commit info found: %w", err)
 	}
 	defer v.Unpin()
-	return v.CommitInfo(), nil
+	return cloneCommitInfo(v.CommitInfo()), nil
 }
 
 // WorkingHash implements types.Committer: the app hash the next Commit
@@ -768,7 +790,7 @@ func (s *MultiStore) Commit() types.CommitID {
 	s.dropStores()
 	id := types.CommitID{Version: info.Version, Hash: info.Hash()}
 	s.lastCommitID.Store(&id)
-	return id
+	return types.CommitID{Version: id.Version, Hash: bytes.Clone(id.Hash)}
 }
 
 // rewriteFailuresOnly reports whether err is made only of failures of

@@ -1048,3 +1048,74 @@ func TestLoadVersionWithAsyncLog(t *testing.T) {
 		}
 	}
 }
+
+// TestResultsAreTheCallers changes what the multistore hands out (commit
+// infos, commit IDs, working hashes), as a caller may, and checks that the
+// multistore's later answers do not change, as rootmulti's, which builds
+// them afresh on each call, do not. (The stores' commit IDs are changed on
+// ours only: an iavl store's shares its tree's root hash.)
+func TestResultsAreTheCallers(t *testing.T) {
+	p := newPair(t, smallMount)
+	scribble := func(s types.CommitMultiStore) {
+		if info, err := getCommitInfo(s, 2); err == nil {
+			info.StoreInfos[0].Name = "zzz"
+			info.StoreInfos[0].CommitId.Hash[0] ^= 0xff
+		}
+		if ms, ok := s.(*compat.MultiStore); ok {
+			if info := ms.LastCommitInfo(); info != nil {
+				info.StoreInfos[1].CommitId.Hash[0] ^= 0xff
+			}
+		}
+		id := s.LastCommitID()
+		id.Hash[0] ^= 0xff
+		if s == p.oracle {
+			return // an iavl store's LastCommitID shares its tree's hash
+		}
+		for _, name := range smallMount.iavl {
+			sid := s.GetCommitKVStore(p.keys[name]).LastCommitID()
+			sid.Hash[0] ^= 0xff
+		}
+	}
+	for _, s := range []types.CommitMultiStore{p.ours, p.oracle} {
+		scribble(s) // at version 0
+	}
+	p.sameLastCommit()
+	p.commit(map[string][][2][]byte{"a": {{[]byte("k"), []byte("v")}}})
+	p.commit(map[string][][2][]byte{"b": {{[]byte("k"), []byte("v")}}})
+	for _, s := range []types.CommitMultiStore{p.ours, p.oracle} {
+		scribble(s)
+	}
+	p.sameLastCommit()
+	for _, name := range smallMount.iavl {
+		a, b := p.ours.GetCommitKVStore(p.keys[name]).LastCommitID(), p.oracle.GetCommitKVStore(p.keys[name]).LastCommitID()
+		if a.String() != b.String() {
+			t.Errorf("store %s: last commit %v, rootmulti %v", name, a, b)
+		}
+	}
+	a, err := getCommitInfo(p.ours, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := getCommitInfo(p.oracle, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.String() != b.String() {
+		t.Errorf("commit info of 2:\n ours %s\n root %s", a, b)
+	}
+	// the proof of a query at 2 is built from the same commit info
+	req := func() *types.RequestQuery {
+		return &types.RequestQuery{Path: "/a/key", Data: []byte("k"), Height: 2, Prove: true}
+	}
+	ra, err := p.ours.Query(req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := p.oracle.Query(req())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(*ra) != fmt.Sprint(*rb) {
+		t.Errorf("proven query at 2:\n ours %v\n root %v", *ra, *rb)
+	}
+}

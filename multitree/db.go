@@ -978,7 +978,8 @@ func (db *DB) Version() int64 {
 	return 0
 }
 
-// LastCommitInfo returns the commit info of the last committed version.
+// LastCommitInfo returns the commit info of the last committed version. It
+// is the database's own, shared with every caller: it must not be modified.
 func (db *DB) LastCommitInfo() *storetypes.CommitInfo {
 	if st := db.state.Load(); st != nil {
 		return st.info

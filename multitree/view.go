@@ -210,7 +210,8 @@ func (v *View) readable() bool {
 // Version returns the view's version.
 func (v *View) Version() int64 { return v.st.version }
 
-// CommitInfo returns the view's commit info.
+// CommitInfo returns the view's commit info, shared with every reader of
+// the version: it must not be modified.
 func (v *View) CommitInfo() *storetypes.CommitInfo { return v.st.info }
 
 // StoreNames returns the view's stores, sorted.
