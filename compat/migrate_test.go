@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"cosmossdk.io/log"
@@ -15,6 +16,7 @@ import (
 	"cosmossdk.io/store/rootmulti"
 	storetypes "cosmossdk.io/store/types"
 	dbm "github.com/cosmos/cosmos-db"
+	gogotypes "github.com/cosmos/gogoproto/types"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
@@ -222,4 +224,87 @@ func TestImportIAVLChecksRecordedHashes(t *testing.T) {
 		t.Fatalf("a failed import left a database: %v", err)
 	}
 	_ = c
+}
+
+// TestImportIAVLFromLegacyNodes imports an application database whose
+// trees were written by cosmos/iavl v0.20 (SDK v0.47 chains: nodes keyed by
+// hash), as chains that moved to SDK v0.50 hold it, with versions written by
+// iavl v1 on top: testdata/iavl-v0.20 (see its gen/) holds versions 1 to 12
+// of two stores; the test records the commit info of 12 as rootmulti did,
+// commits 5 more blocks with rootmulti over iavl v1, and imports both
+// heights.
+func TestImportIAVLFromLegacyNodes(t *testing.T) {
+	home := t.TempDir()
+	if err := os.CopyFS(filepath.Join(home, "application.db"), os.DirFS("../testdata/iavl-v0.20/application.db")); err != nil {
+		t.Fatal(err)
+	}
+	recorded, err := os.ReadFile("../testdata/iavl-v0.20/hashes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := []string{"acc", "bank"}
+	const legacy = 12
+	info := storetypes.CommitInfo{Version: legacy}
+	for _, name := range stores {
+		var hash []byte
+		for _, line := range strings.Split(string(recorded), "\n") {
+			var n string
+			var v int64
+			var h []byte
+			if _, err := fmt.Sscanf(line, "%s %d %X", &n, &v, &h); err == nil && n == name && v == legacy {
+				hash = h
+			}
+		}
+		if hash == nil {
+			t.Fatalf("no recorded hash of %s at %d", name, legacy)
+		}
+		info.StoreInfos = append(info.StoreInfos, storetypes.StoreInfo{Name: name, CommitId: storetypes.CommitID{Version: legacy, Hash: hash}})
+	}
+	ldb, err := dbm.NewGoLevelDB("application", home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ldb.Close()
+	bz, err := info.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := gogotypes.StdInt64Marshal(legacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ldb.Set([]byte(fmt.Sprintf("s/%d", legacy)), bz); err != nil {
+		t.Fatal(err)
+	}
+	if err := ldb.Set([]byte("s/latest"), latest); err != nil {
+		t.Fatal(err)
+	}
+
+	rs := migLoad(t, ldb, stores, nil)
+	keys := rs.StoreKeysByName()
+	for _, si := range info.StoreInfos { // iavl v1 reads the v0.20 roots
+		if id := rs.GetCommitKVStore(keys[si.Name]).LastCommitID(); !bytes.Equal(id.Hash, si.CommitId.Hash) {
+			t.Fatalf("iavl v1 loads %s at %d with hash %X, v0.20 wrote %X", si.Name, legacy, id.Hash, si.CommitId.Hash)
+		}
+	}
+	hashes := map[int64][]byte{legacy: info.Hash()}
+	for _, css := range ssBlocks(testutil.Rand(t), stores, 5, 30) {
+		cid := ssApply(rs, css)
+		hashes[cid.Version] = cid.Hash
+	}
+	for _, height := range []int64{legacy, legacy + 5} {
+		dir := filepath.Join(t.TempDir(), "memiavl.db")
+		if err := compat.ImportIAVL(ldb, height, nil, dir, multitree.Options{}); err != nil {
+			t.Fatalf("height %d: %v", height, err)
+		}
+		db, err := multitree.Open(dir, multitree.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db.Version() != height || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[height]) {
+			t.Fatalf("imported height %d: version %d app hash %X, want %X", height, db.Version(), db.LastCommitInfo().Hash(), hashes[height])
+		}
+		db.Close()
+		migSameAsRootMulti(t, rs, height, dir, append([]string(nil), stores...))
+	}
 }
