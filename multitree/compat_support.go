@@ -189,3 +189,10 @@ func (db *DB) StoreNamesAt(version int64) ([]string, error) {
 	}
 	return slices.Sorted(maps.Keys(stores)), nil
 }
+
+// UnfinishedRollback returns the target of the rollback that the database
+// in dir has begun and not finished (see Options.Rollback), 0 when there is
+// none: every Open stops at that version, and the next writable Open
+// discards the log's later entries. It reads one small file and takes no
+// lock.
+func UnfinishedRollback(dir string) (int64, error) { return readRollback(dir) }

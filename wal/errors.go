@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 )
 
 var (
@@ -65,4 +66,14 @@ func (e *CorruptionError) Unwrap() []error {
 		return []error{ErrCorrupt, e.Err}
 	}
 	return []error{ErrCorrupt}
+}
+
+// openError wraps the failed open of the file at path, naming the path
+// once: the os package's errors name it already.
+func openError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return fmt.Errorf("wal: %w", err)
+	}
+	return fmt.Errorf("wal: open %s: %w", path, err)
 }

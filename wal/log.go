@@ -220,7 +220,7 @@ func (l *Log) load() (err error) {
 		s := segment{base: base, path: l.segmentPath(base)}
 		f, err := fs.OpenFile(s.path, true)
 		if err != nil {
-			return fmt.Errorf("wal: open %s: %w", s.path, err)
+			return openError(s.path, err)
 		}
 		s.size, err = checkSegmentHeader(f, s.path, base)
 		f.Close()
@@ -246,7 +246,7 @@ func (l *Log) load() (err error) {
 		s := &segs[len(segs)-1]
 		f, err := fs.OpenFile(s.path, ro)
 		if err != nil {
-			return fmt.Errorf("wal: open %s: %w", s.path, err)
+			return openError(s.path, err)
 		}
 		end, lastV, err := scanSegment(f, s.path, s.base, s.size, tail, !tail)
 		if err != nil {

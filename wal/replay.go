@@ -75,7 +75,7 @@ func (l *Log) replaySegment(segs []segment, i int, from, to int64, fn func(Entry
 	s := segs[i]
 	f, err := l.fs.OpenFile(s.path, true)
 	if err != nil {
-		return false, fmt.Errorf("wal: open %s: %w", s.path, err)
+		return false, openError(s.path, err)
 	}
 	defer f.Close()
 	r := recordReader{f: f, path: s.path, off: segmentHeaderSize, end: s.size, next: s.base}

@@ -162,7 +162,7 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 	if f == nil {
 		var err error
 		if f, err = l.fs.OpenFile(s.path, false); err != nil {
-			return fmt.Errorf("wal: open %s: %w", s.path, err)
+			return openError(s.path, err)
 		}
 	}
 	end, err := recordEnd(f, s, version)

@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -121,7 +124,9 @@ reports:
     includes the workload generator's own memory.
 
 Without --dir it works in a temporary directory removed at the end. With
---dir the directory must be empty or absent, and is kept.
+--dir the directory must be empty or absent, and is kept. An interrupt
+(Ctrl-C, SIGTERM) stops it after the block in progress, with exit code 1;
+the database is closed, and the temporary directory removed.
 
 At its defaults it takes 10-20 seconds on a machine with two cores.`,
 		Example: `  memiavl bench
@@ -135,7 +140,7 @@ At its defaults it takes 10-20 seconds on a machine with two cores.`,
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", "", "database directory (empty or absent; default: a temporary directory, removed after)")
 	f.Uint64Var(&o.seed, "seed", 1, "workload seed")
-	f.Float64Var(&o.scale, "scale", 1, "workload scale: multiplies the genesis state and the pairs per block")
+	f.Float64Var(&o.scale, "scale", 1, "workload scale: multiplies the genesis state and the pairs per block (at most 100; memory grows with it)")
 	f.Int64Var(&o.blocks, "blocks", defaultBenchBlocks, "number of blocks (versions), including genesis")
 	f.Int64Var(&o.snapshotInterval, "snapshot-interval", defaultBenchInterval, "versions between background snapshot rewrites (negative disables them)")
 	f.IntVar(&o.asyncBuffer, "async-buffer", 0, "write-ahead log queue length (0: each commit writes its log entry before returning)")
@@ -218,7 +223,14 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 		lastHash            []byte
 		progressStep        = max(1, o.blocks/10)
 	)
+	// an interrupt stops the run between blocks, so that the database is
+	// closed and a temporary directory removed
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	for v := int64(1); v <= o.blocks; v++ {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted after version %d", v-1)
+		}
 		t0 := time.Now()
 		css := gen.Block(v)
 		n := 0

@@ -136,6 +136,13 @@ func exactArgs(n int) cobra.PositionalArgs {
 		if len(args) != n {
 			return usagef("%s takes %d argument(s), got %d (usage: %s)", cmd.CommandPath(), n, len(args), cmd.UseLine())
 		}
+		for i, a := range args {
+			// every argument is a path: an empty one (an unset shell
+			// variable) would mean the working directory
+			if a == "" {
+				return usagef("%s: argument %d is empty (usage: %s)", cmd.CommandPath(), i+1, cmd.UseLine())
+			}
+		}
 		return nil
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"compress/zlib"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -124,6 +126,16 @@ func TestUsageErrors(t *testing.T) {
 		{"rewrite-snapshot", "--progress", "fancy", dir},
 		{"import", "file", dir},
 		{"export", dir},
+		{"bench", "--scale", "101"},
+		// empty paths (an unset shell variable) are not the working directory
+		{"import", "--height", "1", "file", ""},
+		{"export", dir, ""},
+		{"verify", ""},
+		{"dump", ""},
+		{"wal", "dump", ""},
+		{"rewrite-snapshot", ""},
+		{"import-iavl", "", dir},
+		{"import-memiavl", dir, ""},
 	} {
 		code, out, errs := cli(t, args...)
 		if code != exitUsage {
@@ -244,6 +256,22 @@ func TestWALDump(t *testing.T) {
 	}
 	if code, _, _ := cli(t, "wal", "dump", "--from", "50", dir); code != exitFailure {
 		t.Errorf("out-of-range --from: exit %d", code)
+	}
+	// an unfinished rollback to 8 (its "rollback" file, in the pinned
+	// small-file format of multitree/format.go): a warning
+	rb := binary.LittleEndian.AppendUint32(nil, 0x4D544252)
+	rb = binary.LittleEndian.AppendUint32(rb, 1)
+	rb = binary.LittleEndian.AppendUint64(rb, 8)
+	rb = binary.LittleEndian.AppendUint32(rb, crc32.Checksum(rb, crc32.MakeTable(crc32.Castagnoli)))
+	if err := os.WriteFile(filepath.Join(dir, "rollback"), rb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := cli(t, "wal", "dump", dir); code != 0 || !strings.Contains(out, "version 12:") ||
+		!strings.Contains(errs, "a rollback to version 8 is unfinished") {
+		t.Errorf("wal dump of a log beside an unfinished rollback: exit %d\n%s\n%s", code, out, errs)
+	}
+	if err := os.Remove(filepath.Join(dir, "rollback")); err != nil {
+		t.Fatal(err)
 	}
 	// a directory that is neither a database nor a log is not an empty log
 	if code, _, errs := cli(t, "wal", "dump", t.TempDir()); code != exitFailure || !strings.Contains(errs, "neither") {
@@ -749,6 +777,45 @@ func TestBinaryExitCodes(t *testing.T) {
 			t.Errorf("memiavl %v: exit %d (want %d)\nstdout %q (want %q)\nstderr %q (want %q)",
 				c.args, code, c.code, out.String(), c.inStdout, errb.String(), c.inStderr)
 		}
+	}
+}
+
+// TestBenchInterrupted interrupts a bench without --dir once its database
+// is open: it stops with exit code 1 and removes its temporary directory.
+func TestBenchInterrupted(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("uses SIGINT")
+	}
+	bin := buildBinary(t)
+	tmp := t.TempDir()
+	cmd := exec.Command(bin, "bench", "--scale", "0.02", "--blocks", "1000000", "--snapshot-interval", "20")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		seen.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "bench: 1000000 blocks") {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		seen.WriteString(sc.Text() + "\n")
+	}
+	if code := exitCode(cmd.Wait()); code != exitFailure || !strings.Contains(seen.String(), "interrupted after version") {
+		t.Fatalf("interrupted bench: exit %d\n%s", code, seen.String())
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Fatalf("an interrupted bench left %v in its temporary directory", ents)
 	}
 }
 

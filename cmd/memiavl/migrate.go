@@ -142,7 +142,7 @@ func printImported(w io.Writer, src, dir string, start time.Time) error {
 		return err
 	}
 	defer db.Close()
-	fmt.Fprintf(w, "imported %s into %s at version %d in %.2fs: %d stores, app hash %X\n",
+	fmt.Fprintf(w, "imported %s into %s at version %d in %.2fs: %d stores, app hash %x\n",
 		src, dir, db.Version(), time.Since(start).Seconds(), len(db.StoreNames()), db.LastCommitInfo().Hash())
 	return nil
 }

@@ -94,7 +94,7 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	case o.version < 0:
 		return usagef("--version must not be negative")
 	case o.rollback && o.version == 0:
-		return usagef("--rollback needs --version")
+		return usagef("--rollback needs --version (a version above 0)")
 	case o.keepRecent < 0 || o.concurrency < 0:
 		return usagef("--keep-recent and --concurrency must not be negative")
 	}

@@ -230,6 +230,9 @@ func runImport(w, diag io.Writer, file, dir string, height int64, stores []strin
 	defer zr.Close()
 	next, err := compat.RestoreDB(dir, uint64(height), snapshottypes.CurrentFormat,
 		protoio.NewDelimitedReader(endChecked{zr, br}, maxStreamItem), multitree.Options{InitialStores: stores})
+	if errors.Is(err, multitree.ErrInvalidOptions) {
+		return usageError{err} // the options come from --stores
+	}
 	if err != nil {
 		return err
 	}
@@ -241,7 +244,7 @@ func runImport(w, diag io.Writer, file, dir string, height int64, stores []strin
 		return err
 	}
 	defer db.Close()
-	fmt.Fprintf(w, "imported %s into %s at version %d in %.2fs: %d stores, app hash %X\n",
+	fmt.Fprintf(w, "imported %s into %s at version %d in %.2fs: %d stores, app hash %x\n",
 		file, dir, db.Version(), time.Since(start).Seconds(), len(db.StoreNames()), db.LastCommitInfo().Hash())
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -133,6 +134,9 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	first, last := l.FirstVersion(), l.LastVersion()
 	if tt, ok := l.TornTail(); ok {
 		fmt.Fprintf(diag, "wal dump: warning: %s\n", tornTailText(tt, last, false))
+	}
+	if to, err := multitree.UnfinishedRollback(db); err == nil && to > 0 && to < last {
+		fmt.Fprintf(diag, "wal dump: warning: a rollback to version %d is unfinished: the entries after it are not part of the database, and the next writable open removes them\n", to)
 	}
 	if last == 0 {
 		if !o.asJSON {

@@ -49,9 +49,15 @@ type Config struct {
 	// Seed selects the keys and values; the same seed gives the same blocks.
 	Seed uint64
 	// Scale multiplies the genesis state and the pairs of every block. 0
-	// means 1.
+	// means 1; at most MaxScale. The generator's memory grows with it (its
+	// genesis state at scale 1 is 160,150 pairs, and it keeps the keys).
 	Scale float64
 }
+
+// MaxScale is the largest Config.Scale, 16 million pairs of genesis state.
+// The generator, and a database syncing its blocks, need memory in
+// proportion to the scale (a few GiB per 10).
+const MaxScale = 100
 
 // Store names, in the order Stores returns them.
 const (
@@ -96,8 +102,8 @@ func New(cfg Config) (*Generator, error) {
 	if cfg.Scale == 0 {
 		cfg.Scale = 1
 	}
-	if cfg.Scale < 0 || math.IsNaN(cfg.Scale) || math.IsInf(cfg.Scale, 0) || cfg.Scale > 1e6 {
-		return nil, fmt.Errorf("workload: scale %v out of range (0, 1e6]", cfg.Scale)
+	if cfg.Scale < 0 || math.IsNaN(cfg.Scale) || math.IsInf(cfg.Scale, 0) || cfg.Scale > MaxScale {
+		return nil, fmt.Errorf("workload: scale %v out of range (0, %d]", cfg.Scale, MaxScale)
 	}
 	n := func(x float64) int { return max(1, int(math.Round(x*cfg.Scale))) }
 	g := &Generator{cfg: cfg}
