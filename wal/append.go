@@ -390,11 +390,32 @@ func (l *Log) syncAfterWriteLocked(n int, force bool) error {
 
 func (l *Log) syncLocked() error {
 	if err := l.w.f.Sync(); err != nil {
+		l.discardUnsyncedLocked()
 		return fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), err)
 	}
 	l.w.unsynced = 0
 	l.w.oldest = time.Time{}
+	l.w.synced = l.w.size
 	return nil
+}
+
+// discardUnsyncedLocked cuts the active segment back to what its last
+// successful fsync made durable, after an fsync of it failed. Linux marks
+// the pages of a failed fsync clean whether or not they reached the disk:
+// a later open would read the records back from the page cache, its fsync
+// would succeed, and versions acknowledged after them would stand on
+// records a power loss turns into a hole. Cut back, the file holds only
+// what is durable, and the records after (never acknowledged under
+// SyncEveryCommit; under the other policies, what a crash may lose too)
+// are gone. Best effort: the log has failed, and a reader of the records
+// cut off gets an error. w must be held.
+func (l *Log) discardUnsyncedLocked() {
+	if l.w.f == nil || l.w.size <= l.w.synced {
+		return
+	}
+	if l.w.f.Truncate(l.w.synced) == nil {
+		_ = l.w.f.Sync()
+	}
 }
 
 // writeLocked writes records in order to the active segment, starting a
@@ -556,6 +577,7 @@ func (l *Log) writeRunLocked(run []pendingRecord) error {
 func (l *Log) rollLocked(base int64) error {
 	if l.w.f != nil {
 		if err := l.w.f.Sync(); err != nil {
+			l.discardUnsyncedLocked()
 			return fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), err)
 		}
 		l.w.unsynced = 0
@@ -587,6 +609,7 @@ func (l *Log) rollLocked(base int64) error {
 		return fmt.Errorf("wal: create segment %s: %w", path, err)
 	}
 	l.w.f, l.w.base, l.w.size, l.w.wbFrom = f, base, segmentHeaderSize, segmentHeaderSize
+	l.w.synced = segmentHeaderSize
 
 	l.mu.Lock()
 	l.mu.segments = append(l.mu.segments, segment{base: base, path: path, size: segmentHeaderSize})

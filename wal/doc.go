@@ -32,7 +32,12 @@
 // buffer, writes it with one write call (records are coalesced up to a few
 // MiB) and fsyncs at most once for the batch: concurrent appenders share an
 // fsync (group commit). A write or fsync failure is sticky: it is returned by the
-// next Append, Flush and Close, and the log must be reopened.
+// next Append, Flush and Close, and the log must be reopened. A failed fsync
+// also cuts the active segment back to what the last successful one made
+// durable: Linux marks the pages of a failed fsync clean whether or not
+// they reached the disk, so the reopened log would otherwise read those
+// records back from the page cache and build on them. The reopened log
+// ends before them (under SyncEveryCommit, none of them was acknowledged).
 //
 // # What a crash can lose
 //

@@ -80,6 +80,7 @@ type Log struct {
 		f        file  // active segment; nil when the log has no segment
 		base     int64 // base version of f
 		size     int64 // bytes written to f
+		synced   int64 // bytes of f its last successful fsync made durable
 		wbFrom   int64 // offset in f from which writeback has not been started
 		unsynced int   // entries written to f since its last fsync
 		oldest   time.Time
@@ -300,6 +301,7 @@ func (l *Log) load() (err error) {
 	if active != nil {
 		s := segs[len(segs)-1]
 		l.w.f, l.w.base, l.w.size, l.w.wbFrom = active, s.base, s.size, s.size
+		l.w.synced = s.size // by the fsync below, which a writable open needs
 	}
 	if !ro {
 		// A killed writer's unsynced records and entries survive in the
@@ -423,6 +425,7 @@ func (l *Log) Close() error {
 		if err == nil && l.w.unsynced > 0 {
 			if serr := l.w.f.Sync(); serr != nil {
 				err = fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), serr)
+				l.discardUnsyncedLocked()
 			}
 			l.w.unsynced = 0
 		}

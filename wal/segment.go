@@ -46,8 +46,10 @@ func listSegments(fs fileSystem, dir string) (bases []int64, tmps []string, err 
 		return nil, nil, err
 	}
 	for _, name := range names {
-		if strings.HasSuffix(name, segmentExt+tmpExt) {
-			tmps = append(tmps, name)
+		if seg, ok := strings.CutSuffix(name, tmpExt); ok {
+			if _, ok := parseSegmentName(seg); ok {
+				tmps = append(tmps, name) // a segment being created
+			}
 			continue
 		}
 		if base, ok := parseSegmentName(name); ok {
@@ -174,44 +176,61 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll bool) (e
 			return 0, 0, corruptAt(path, off, "record of %d bytes extends past the end of the segment (%d bytes)", h.n, size)
 		}
 		var v uint64
+		verified := false
 		if verifyAll || recEnd == size {
 			ok, err := bodyOK(off, h)
 			if err != nil {
 				return 0, 0, err
 			}
 			if !ok {
-				if torn, err := tornFrom(recEnd); err != nil || torn {
-					return off, next - 1, err
+				torn, err := tornFrom(recEnd)
+				if err != nil {
+					return 0, 0, err
+				}
+				if torn {
+					break // cut at off, once the record before is checked
 				}
 				return 0, 0, corruptAt(path, off, "record checksum mismatch")
 			}
 			v = bodyVersion(body)
-			prev = -1
+			verified = true
 		} else {
 			if err := readFullAt(f, hdr[frameHeaderSize:], off+frameHeaderSize); err != nil {
 				return 0, 0, readEr(off, err)
 			}
 			v = bodyVersion(hdr[frameHeaderSize:])
-			prev, prevH = off, h
 		}
 		if v != uint64(next) {
 			// A damaged body can hold a wrong version: report what is wrong.
-			if ok, err := bodyOK(off, h); err != nil {
+			ok, err := bodyOK(off, h)
+			if err != nil {
 				return 0, 0, err
-			} else if !ok {
-				if torn, err := tornFrom(recEnd); err != nil || torn {
-					return off, next - 1, err
-				}
+			}
+			if ok {
+				return 0, 0, corruptAt(path, off, "record has version %d, want %d", v, next)
+			}
+			torn, err := tornFrom(recEnd)
+			if err != nil {
+				return 0, 0, err
+			}
+			if !torn {
 				return 0, 0, corruptAt(path, off, "record checksum mismatch")
 			}
-			return 0, 0, corruptAt(path, off, "record has version %d, want %d", v, next)
+			break // cut at off, once the record before is checked
+		}
+		if verified {
+			prev = -1
+		} else {
+			prev, prevH = off, h
 		}
 		next++
 		off = recEnd
 	}
-	// The scan stopped at off: the end of the file or a torn tail. The
-	// record before it may be the one a crash tore (zeros inside it and
-	// after it): verify it too.
+	// The scan stopped at off: the end of the file or a torn tail (a
+	// record cut short, or one whose body fails with only zeros after
+	// it). The record before it may be the one a crash tore (zeros inside
+	// it and after it): verify it too; a bad one before a torn record that
+	// is not all zeros is damage.
 	if prev >= 0 {
 		ok, err := bodyOK(prev, prevH)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,6 +205,58 @@ func TestGarbageAfterTailIsCorruption(t *testing.T) {
 	}
 }
 
+// TestRecordBeforeCutTailChecked: when Open cuts the last record off as a
+// torn tail (its body fails, only zeros follow), the record before it
+// becomes the last and is checked too, as it is when the last record is cut
+// short: a damaged one is corruption, not a version to append after (a
+// later replay would fail on it).
+func TestRecordBeforeCutTailChecked(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 5, smallShape)
+	for i := range entries {
+		for EncodedSize(entries[i]) < 40 {
+			entries[i] = randEntry(rng, int64(i+1), smallShape)
+		}
+	}
+	fs := newMemFS()
+	l := mustOpen(t, memDir, Options{fs: fs})
+	mustAppend(t, l, entries...)
+	mustClose(t, l)
+	data := fs.get(memPath(1))
+	offs := recordOffsets(t, data)
+	for _, c := range []struct {
+		name string
+		cut  func(img []byte) // damages the last record (version 5)
+	}{
+		{"last record's body fails", func(img []byte) { img[offs[4]+frameHeaderSize+20] ^= 0xff }},
+		{"last record's tail zeroed", func(img []byte) { clear(img[offs[4]+frameHeaderSize+20:]) }},
+	} {
+		// the last record alone: cut, version 4 is the last
+		img := slices.Clone(data)
+		c.cut(img)
+		fs := newMemFS()
+		fs.put(memPath(1), img)
+		l := mustOpen(t, memDir, Options{fs: fs})
+		if l.LastVersion() != 4 {
+			t.Fatalf("%s: LastVersion %d", c.name, l.LastVersion())
+		}
+		checkReplay(t, l, entries[:4])
+		mustClose(t, l)
+
+		// and the record before it damaged too: corruption at version 4
+		img = slices.Clone(data)
+		c.cut(img)
+		img[offs[3]+frameHeaderSize+20] ^= 0xff
+		fs = newMemFS()
+		fs.put(memPath(1), slices.Clone(img))
+		_, err := Open(memDir, Options{fs: fs})
+		wantCorruption(t, err, memPath(1), offs[3])
+		if !bytes.Equal(fs.get(memPath(1)), img) {
+			t.Fatalf("%s: a failed open modified the segment", c.name)
+		}
+	}
+}
+
 // TestEmptyNewestSegmentRemoved: a crash right after a segment was created
 // leaves it without records; Open removes it (read-only Open ignores it).
 func TestEmptyNewestSegmentRemoved(t *testing.T) {
@@ -235,4 +288,24 @@ func TestEmptyNewestSegmentRemoved(t *testing.T) {
 	mustAppend(t, l, entries[5])
 	checkReplay(t, l, entries)
 	mustClose(t, l)
+}
+
+// TestForeignTempFileKept: Open removes the temporary files of segments
+// being created, and no other file, even one whose name ends like theirs.
+func TestForeignTempFileKept(t *testing.T) {
+	dir := t.TempDir()
+	ours := filepath.Join(dir, segmentName(1)+tmpExt)
+	foreign := filepath.Join(dir, "backup.wal"+tmpExt)
+	for _, p := range []string{ours, foreign} {
+		if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustClose(t, mustOpen(t, dir, Options{}))
+	if _, err := os.Stat(ours); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a segment's temporary file was kept: %v", err)
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Errorf("Open removed %s, which is not its file: %v", foreign, err)
+	}
 }

@@ -182,6 +182,7 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 		return err
 	}
 	l.w.f, l.w.base, l.w.size, l.w.wbFrom = f, s.base, end, end
+	l.w.synced = end
 	l.mu.Lock()
 	l.mu.segments[keep].size = end
 	l.mu.last, l.mu.written = version, version
