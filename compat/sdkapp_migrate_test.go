@@ -216,7 +216,7 @@ func mig2Migrate(t *testing.T, home string, height, latest int64, bin string, wa
 		if err != nil {
 			t.Fatalf("memiavl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		if !strings.Contains(string(out), fmt.Sprintf("at version %d", height)) || !strings.Contains(string(out), fmt.Sprintf("app hash %X", want)) {
+		if !strings.Contains(string(out), fmt.Sprintf("at version %d", height)) || !strings.Contains(string(out), fmt.Sprintf("app hash %x", want)) {
 			t.Fatalf("memiavl import-iavl printed %q, want version %d and app hash %X", out, height, want)
 		}
 		if out, err := exec.Command(bin, "verify", dst).CombinedOutput(); err != nil {

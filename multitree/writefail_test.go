@@ -127,12 +127,17 @@ func TestWriteFailure(t *testing.T) {
 			limit += uint64(r.Intn(256 << 10))
 		}
 		segment, roundLimit := 0, limit
+		// half the rounds commit the larger blocks by a snapshot
+		maxLogged := r.Intn(2) * 36 << 10
 		if round%2 == 1 {
 			segment, roundLimit = 32<<10, uint64(64<<10+r.Intn(128<<10))
 		} else if round == rounds-2 && kinds["log"] == 0 {
 			// the last round of growing limits, and the log has not
-			// reached one yet: a limit its segment already passes
+			// reached one yet: a limit its segment already passes, and
+			// every block logged (a block committed by a snapshot could
+			// meet the limit first)
 			roundLimit = uint64(16<<10 + r.Intn(32<<10))
+			maxLogged = 0
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestWriteFailureChild$")
 		cmd.Env = append(os.Environ(), "MEMIAVL_WRITEFAIL_DIR="+dir,
@@ -140,8 +145,7 @@ func TestWriteFailure(t *testing.T) {
 			fmt.Sprintf("MEMIAVL_WRITEFAIL_LIMIT=%d", roundLimit),
 			fmt.Sprintf("MEMIAVL_WRITEFAIL_VERSIONS=%d", 40+r.Intn(40)),
 			fmt.Sprintf("MEMIAVL_WRITEFAIL_SEGMENT=%d", segment),
-			// half the rounds commit the larger blocks by a snapshot
-			fmt.Sprintf("MEMIAVL_WRITEFAIL_MAXLOGGED=%d", r.Intn(2)*36<<10))
+			fmt.Sprintf("MEMIAVL_WRITEFAIL_MAXLOGGED=%d", maxLogged))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("round %d (limit %d): child failed: %v\n%s", round, roundLimit, err, out)
