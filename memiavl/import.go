@@ -25,7 +25,7 @@ const maxImportStack = 128
 //
 // It rejects, with an error wrapping ErrImport, any stream that is not the
 // post-order of a valid IAVL tree at the import version: a nil node, key or
-// leaf value, an inner node with a value, leaf keys not strictly increasing,
+// leaf value, an inner node with a value (even an empty one, as iavl), leaf keys not strictly increasing,
 // an inner node without two pending subtrees, a wrong height or size,
 // unbalanced children, an inner key that is not the smallest key of the right
 // subtree, a version outside [1, import version] or a child newer than its
@@ -156,7 +156,7 @@ func (im *Importer) addLeaf(n *ExportNode) error {
 }
 
 func (im *Importer) addInner(n *ExportNode) error {
-	if len(n.Value) != 0 {
+	if n.Value != nil { // as iavl: not even an empty one
 		return im.failf("inner node with a value")
 	}
 	k := len(im.stack)

@@ -80,6 +80,10 @@ func TestImportRejectsMalformedStreams(t *testing.T) {
 			ns[firstInner].Value = []byte("x")
 			return ns
 		})},
+		{"inner empty value", 3, mod(func(ns []*memiavl.ExportNode) []*memiavl.ExportNode {
+			ns[firstInner].Value = []byte{} // iavl refuses any non-nil value
+			return ns
+		})},
 		{"keys out of order", 3, mod(func(ns []*memiavl.ExportNode) []*memiavl.ExportNode {
 			ns[0].Key, ns[1].Key = ns[1].Key, ns[0].Key
 			return ns
