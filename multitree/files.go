@@ -154,7 +154,12 @@ func readFirst(dir string) (int64, error) {
 // readRollbacks returns the count of rollbacks begun in dir that its
 // "rollbacks" file records, 0 when there is none.
 func readRollbacks(dir string) (uint64, error) {
-	return readSmallFile(dir, rollbacksName, decodeRollbacks)
+	n, err := readSmallFile(dir, rollbacksName, decodeRollbacks)
+	if errors.Is(err, ErrCorrupt) {
+		// only a change counter: a writer does not need it
+		err = fmt.Errorf("%w (read-only opens need this count of rollbacks; the next writable open replaces the file)", err)
+	}
+	return n, err
 }
 
 // readSmallFile decodes dir's small file name (see encodeSmall), the zero
