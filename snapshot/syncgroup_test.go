@@ -212,9 +212,14 @@ func TestSyncGroupClose(t *testing.T) {
 // of the temporary directory: Finish fails and Abort leaves nothing.
 func TestFinishSyncFailure(t *testing.T) {
 	keys, values := sortedKVs(rand.New(rand.NewSource(6)), 200)
-	for _, name := range slices.Concat(allFiles, []string{"s.tmp-"}) {
+	// "parent": the fsync of the parent directory, after the rename into
+	// place, which the Abort below undoes too
+	for _, name := range slices.Concat(allFiles, []string{"s.tmp-", "parent"}) {
 		t.Run(name, func(t *testing.T) {
 			parent := t.TempDir()
+			if name == "parent" {
+				name = filepath.Base(parent)
+			}
 			synced := recordSyncs(t, name)
 			w, gen := newTreeWriter(t, filepath.Join(parent, "s"), 1, 5, false, keys, values)
 			if _, err := gen.run(len(keys)); err != nil {

@@ -503,18 +503,19 @@ func (w *Writer) Finish() error {
 	if err := os.Rename(w.tmp, w.dir); err != nil {
 		return w.fail(fmt.Errorf("snapshot: %w", err))
 	}
-	w.finished = true
-	w.tmp = ""
+	// Until the steps below succeed, the snapshot under its name is the
+	// writer's to remove: a failed Finish followed by Abort leaves nothing.
+	w.tmp = w.dir
 	if w.syncs != nil {
 		// the files' entries; the caller adds the parent, for the rename
 		if err := w.syncs.AddDir(w.dir); err != nil {
 			return w.fail(err)
 		}
-		return nil
-	}
-	if err := syncDir(filepath.Dir(w.dir)); err != nil {
+	} else if err := syncDir(filepath.Dir(w.dir)); err != nil {
 		return w.fail(err)
 	}
+	w.finished = true
+	w.tmp = ""
 	return nil
 }
 
@@ -572,8 +573,10 @@ func (w *Writer) writeMeta(path string, b [MetaSize]byte) error {
 	return nil
 }
 
-// Abort stops the writer and removes its temporary directory. It does
-// nothing after a successful Finish, and may be called more than once.
+// Abort stops the writer and removes its temporary directory, or, after a
+// Finish that failed once it had renamed the snapshot into place (the fsync
+// of the parent directory), the snapshot. It does nothing after a
+// successful Finish, and may be called more than once.
 func (w *Writer) Abort() error {
 	var errs []error
 	for i := range w.files {
