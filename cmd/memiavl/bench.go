@@ -171,6 +171,11 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 	if err != nil {
 		return usageError{err}
 	}
+	// an interrupt stops the run between blocks, so that the database is
+	// closed and a temporary directory removed (caught from here on, before
+	// either exists)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 
 	dir := o.dir
 	if dir == "" {
@@ -223,10 +228,6 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 		lastHash            []byte
 		progressStep        = max(1, o.blocks/10)
 	)
-	// an interrupt stops the run between blocks, so that the database is
-	// closed and a temporary directory removed
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	for v := int64(1); v <= o.blocks; v++ {
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted after version %d", v-1)
