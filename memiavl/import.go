@@ -25,11 +25,12 @@ const maxImportStack = 128
 //
 // It rejects, with an error wrapping ErrImport, any stream that is not the
 // post-order of a valid IAVL tree at the import version: a nil node, key or
-// leaf value, an inner node with a value (even an empty one, as iavl), leaf keys not strictly increasing,
-// an inner node without two pending subtrees, a wrong height or size,
-// unbalanced children, an inner key that is not the smallest key of the right
-// subtree, a version outside [1, import version] or a child newer than its
-// parent, and, at Commit, subtrees left without a parent. The first error is
+// leaf value, an inner node with a value (even an empty one, as iavl), leaf
+// keys not strictly increasing, an inner node without two pending
+// subtrees, a wrong height or size, unbalanced children, an inner key that
+// is not the smallest key of the right subtree, a version outside [1,
+// import version] or a child newer than its parent, and, at Commit,
+// subtrees left without a parent. The first error is
 // sticky. Nothing it is given is retained after Add returns: keys are copied.
 //
 // An Importer is fed by one goroutine. Close may come from another: it
