@@ -820,7 +820,11 @@ func TestLifeRollback(t *testing.T) {
 			for h := tc.target + 1; h <= tc.n+more; h++ {
 				txs := blocks[h]
 				if h == tc.target+1 {
-					txs = chain.block(t)
+					// other transactions, and one that surely changes the
+					// state otherwise (random ones can all fail, or send
+					// to their sender, as the original block's may)
+					txs = append(chain.block(t), chain.enc.sendTx(t, banktypes.NewMsgSend(chain.addrs[0],
+						sdk.AccAddress("memiavl-rollback-new"), sdk.NewCoins(sdk.NewCoin(testDenom, math.NewInt(1))))))
 				}
 				hash := lifeStep(t, h, txs, nodes...)
 				if h == tc.target+1 && bytes.Equal(hash, hashes[h]) {
