@@ -168,7 +168,7 @@ func (st *TreeStore) Commit() types.CommitID {
 // been committed: version 0 and the empty tree's hash.
 func (st *TreeStore) LastCommitID() types.CommitID {
 	if si, ok := lastStoreInfo(st.db, st.name); ok {
-		return types.CommitID{Version: si.CommitId.Version, Hash: bytes.Clone(si.CommitId.Hash)}
+		return cloneCommitID(si.CommitId)
 	}
 	return types.CommitID{Hash: emptyAppHash()}
 }

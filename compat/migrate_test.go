@@ -118,6 +118,26 @@ func migSameAsRootMulti(t *testing.T, rs *rootmulti.Store, version int64, dir st
 	}
 }
 
+// migImport imports every store of the application database ldb at height
+// into a new directory, checks that the database opens there at height with
+// app hash want, and returns the directory.
+func migImport(t *testing.T, ldb dbm.DB, height int64, opts multitree.Options, want []byte) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "memiavl.db")
+	if err := compat.ImportIAVL(ldb, height, nil, dir, opts); err != nil {
+		t.Fatalf("height %d: %v", height, err)
+	}
+	db, err := multitree.Open(dir, multitree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Version() != height || !bytes.Equal(db.LastCommitInfo().Hash(), want) {
+		t.Fatalf("imported height %d: version %d app hash %X, want %X", height, db.Version(), db.LastCommitInfo().Hash(), want)
+	}
+	return dir
+}
+
 func TestImportIAVLFromGoLevelDB(t *testing.T) {
 	home := t.TempDir()
 	ldb, err := dbm.NewGoLevelDB("application", home, nil)
@@ -138,18 +158,7 @@ func TestImportIAVLFromGoLevelDB(t *testing.T) {
 	}
 	defer ldb.Close()
 	for _, height := range []int64{latest, int64(blocks/2) - 3} {
-		dir := filepath.Join(t.TempDir(), "memiavl.db")
-		if err := compat.ImportIAVL(ldb, height, nil, dir, multitree.Options{RewriteConcurrency: 2}); err != nil {
-			t.Fatalf("height %d: %v", height, err)
-		}
-		db, err := multitree.Open(dir, multitree.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if db.Version() != height || !bytes.Equal(db.LastCommitInfo().Hash(), c.hashes[height]) {
-			t.Fatalf("imported height %d: version %d app hash %X, want %X", height, db.Version(), db.LastCommitInfo().Hash(), c.hashes[height])
-		}
-		db.Close()
+		dir := migImport(t, ldb, height, multitree.Options{RewriteConcurrency: 2}, c.hashes[height])
 		rs := migLoad(t, ldb, c.stores, nil)
 		stores := c.stores
 		if height < int64(blocks/2) {
@@ -293,18 +302,7 @@ func TestImportIAVLFromLegacyNodes(t *testing.T) {
 		hashes[cid.Version] = cid.Hash
 	}
 	for _, height := range []int64{legacy, legacy + 5} {
-		dir := filepath.Join(t.TempDir(), "memiavl.db")
-		if err := compat.ImportIAVL(ldb, height, nil, dir, multitree.Options{}); err != nil {
-			t.Fatalf("height %d: %v", height, err)
-		}
-		db, err := multitree.Open(dir, multitree.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if db.Version() != height || !bytes.Equal(db.LastCommitInfo().Hash(), hashes[height]) {
-			t.Fatalf("imported height %d: version %d app hash %X, want %X", height, db.Version(), db.LastCommitInfo().Hash(), hashes[height])
-		}
-		db.Close()
+		dir := migImport(t, ldb, height, multitree.Options{}, hashes[height])
 		migSameAsRootMulti(t, rs, height, dir, append([]string(nil), stores...))
 	}
 }

@@ -477,7 +477,7 @@ func (*droppedStore) GetStoreType() types.StoreType { return types.StoreTypeIAVL
 
 // LastCommitID returns the last commit of the store it stands for.
 func (d *droppedStore) LastCommitID() types.CommitID {
-	return types.CommitID{Version: d.last.Version, Hash: bytes.Clone(d.last.Hash)}
+	return cloneCommitID(d.last)
 }
 
 // WorkingHash returns the hash of an empty tree.
@@ -649,6 +649,11 @@ func emptyAppHash() []byte {
 	return h[:]
 }
 
+// cloneCommitID returns a copy of id with a hash of its own.
+func cloneCommitID(id types.CommitID) types.CommitID {
+	return types.CommitID{Version: id.Version, Hash: bytes.Clone(id.Hash)}
+}
+
 // cloneCommitInfo returns a deep copy of info (nil for nil): the commit
 // infos and hashes the multistore hands out are the caller's, as
 // rootmulti's, which decodes them afresh on each call.
@@ -659,7 +664,7 @@ func cloneCommitInfo(info *types.CommitInfo) *types.CommitInfo {
 	c := *info
 	c.StoreInfos = make([]types.StoreInfo, len(info.StoreInfos))
 	for i, si := range info.StoreInfos {
-		si.CommitId.Hash = bytes.Clone(si.CommitId.Hash)
+		si.CommitId = cloneCommitID(si.CommitId)
 		c.StoreInfos[i] = si
 	}
 	return &c
@@ -680,7 +685,7 @@ func (s *MultiStore) setLastCommitID() {
 // upgrade store loader reads it to decide whether to apply store upgrades).
 func (s *MultiStore) LastCommitID() types.CommitID {
 	if id := s.lastCommitID.Load(); id != nil {
-		return types.CommitID{Version: id.Version, Hash: bytes.Clone(id.Hash)}
+		return cloneCommitID(*id)
 	}
 	v, err := multitree.LatestVersion(s.dir)
 	if errors.Is(err, multitree.ErrCorrupt) {
@@ -790,7 +795,7 @@ func (s *MultiStore) Commit() types.CommitID {
 	s.dropStores()
 	id := types.CommitID{Version: info.Version, Hash: info.Hash()}
 	s.lastCommitID.Store(&id)
-	return types.CommitID{Version: id.Version, Hash: bytes.Clone(id.Hash)}
+	return cloneCommitID(id)
 }
 
 // rewriteFailuresOnly reports whether err is made only of failures of
