@@ -211,7 +211,11 @@ func (rb *Rebaser) Rebase(ctx context.Context, t *Tree) (_ *Tree, err error) {
 	}
 	rb.version = t.version
 	nt := &Tree{pers: rb.base.pers, root: root, saved: root, version: t.version, initial: t.initial}
-	if n := t.next; n != nil && n.from == rb.m.version && bytes.Equal(n.fromHash, rb.base.RootHash()) {
+	baseHash, err := rb.base.RootHashChecked()
+	if err != nil {
+		return nil, err
+	}
+	if n := t.next; n != nil && n.from == rb.m.version && bytes.Equal(n.fromHash, baseHash) {
 		// the new snapshot holds t's own version from: every key that
 		// differs from it is in the set
 		nt.touched = n

@@ -117,21 +117,55 @@ func restamp(n *node, v int64) {
 	}
 }
 
-// Size returns the number of keys in the working tree.
+// Size returns the number of keys in the working tree. A root in the
+// snapshot is read from its mapping: when that read fails (a file cut
+// short under the mapping, a failed disk read), Size panics with an error
+// wrapping ErrCorrupt, which SizeChecked returns instead.
 func (t *Tree) Size() int64 {
-	if t.root.isNil() {
-		return 0
+	n, err := t.SizeChecked()
+	if err != nil {
+		panic(err)
 	}
-	return t.sizeOf(t.root)
+	return n
+}
+
+// SizeChecked returns the number of keys in the working tree, or an error
+// wrapping ErrCorrupt when the snapshot cannot be read.
+func (t *Tree) SizeChecked() (n int64, err error) {
+	if t.root.isNil() {
+		return 0, nil
+	}
+	if t.root.n != nil {
+		return t.root.n.size, nil
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s)
+	return t.sizeOf(t.root), nil
 }
 
 // Height returns the height of the working tree (0 for an empty tree or a
-// single leaf).
+// single leaf). It panics as Size does when the snapshot cannot be read;
+// HeightChecked returns the error instead.
 func (t *Tree) Height() uint8 {
-	if t.root.isNil() {
-		return 0
+	h, err := t.HeightChecked()
+	if err != nil {
+		panic(err)
 	}
-	return t.heightOf(t.root)
+	return h
+}
+
+// HeightChecked returns the height of the working tree, or an error
+// wrapping ErrCorrupt when the snapshot cannot be read.
+func (t *Tree) HeightChecked() (h uint8, err error) {
+	if t.root.isNil() {
+		return 0, nil
+	}
+	if t.root.n != nil {
+		return t.root.n.height, nil
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer recoverCorrupt(&err, t.pers.s)
+	return t.heightOf(t.root), nil
 }
 
 // IsEmpty reports whether the working tree holds no keys.
@@ -183,8 +217,15 @@ func (t *Tree) StartNextTouches() bool {
 	if t.touched != nil {
 		hint = t.touched.keys()
 	}
+	h, err := t.RootHashChecked()
+	if err != nil {
+		// unreadable: the rebase that would use the record meets the
+		// same damage and reports it
+		t.next = nil
+		return false
+	}
 	t.next = newTouchSet(t.version, hint)
-	t.next.fromHash = t.RootHash()
+	t.next.fromHash = h
 	return true
 }
 
@@ -291,18 +332,25 @@ func (t *Tree) Has(key []byte) (bool, error) {
 }
 
 // RootHash returns the hash of the working tree. Hashes are computed once per
-// changed node and cached; the empty tree hashes to sha256("").
+// changed node and cached; the empty tree hashes to sha256(""). The hashes
+// of snapshot nodes are read from the mapping: when that read fails (a file
+// cut short under the mapping, a failed disk read), RootHash panics with an
+// error wrapping ErrCorrupt, which RootHashChecked returns instead.
 func (t *Tree) RootHash() []byte {
-	if t.root.isNil() {
-		return nodehash.Empty()
-	}
-	h, err := t.rootHash()
+	h, err := t.RootHashChecked()
 	if err != nil {
-		// Hashes of snapshot nodes are read from the map, which is checked on
-		// open; a failure here means the snapshot changed under us.
 		panic(err)
 	}
 	return h
+}
+
+// RootHashChecked returns the hash of the working tree as RootHash does, or
+// an error wrapping ErrCorrupt when the snapshot cannot be read.
+func (t *Tree) RootHashChecked() ([]byte, error) {
+	if t.root.isNil() {
+		return nodehash.Empty(), nil
+	}
+	return t.rootHash()
 }
 
 // ComputeHashes computes and caches the hashes of the working tree's changed

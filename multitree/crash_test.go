@@ -206,6 +206,16 @@ func newCrashRef(seed int64) *crashRef {
 }
 
 // reset empties the reference, back to the given stores at version 0.
+// appHash returns the app hash of the reference trees at version v.
+func (ref *crashRef) appHash(t *testing.T, v int64) []byte {
+	t.Helper()
+	info, err := commitInfo(ref.trees, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Hash()
+}
+
 func (ref *crashRef) reset(stores []string) {
 	ref.trees, ref.version = map[string]*memiavl.Tree{}, 0
 	for _, name := range stores {
@@ -279,7 +289,7 @@ func checkRecovered(t *testing.T, db *DB, minVersion int64, ref *crashRef) int64
 	if got, want := db.StoreNames(), ref.stores(); !slices.Equal(got, want) {
 		t.Fatalf("version %d: stores %q, want %q", v, got, want)
 	}
-	want := commitInfo(ref.trees, v).Hash()
+	want := ref.appHash(t, v)
 	if got := db.LastCommitInfo().Hash(); !bytes.Equal(got, want) {
 		t.Fatalf("version %d app hash %X, want %X", v, got, want)
 	}

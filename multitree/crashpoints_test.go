@@ -171,7 +171,7 @@ func checkAfterFault(t *testing.T, dir string, seed, acked int64, commits int, w
 		}
 		v++
 		ref.advance(t, v)
-		if want := commitInfo(ref.trees, v).Hash(); !bytes.Equal(info.Hash(), want) {
+		if want := ref.appHash(t, v); !bytes.Equal(info.Hash(), want) {
 			t.Fatalf("%s: version %d after the reopen: app hash %X, want %X", where, v, info.Hash(), want)
 		}
 	}

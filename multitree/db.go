@@ -161,7 +161,8 @@ type state struct {
 // snapshot and prune the old one, and the log before the new one, while
 // the open reads them: it starts again as retryBesideWriter says, and
 // returns ErrBusy if the writer changed the directory under every attempt.
-func Open(dir string, opts Options) (*DB, error) {
+func Open(dir string, opts Options) (_ *DB, err error) {
+	defer func() { err = asCorrupt(err) }()
 	if !opts.ReadOnly {
 		return open(dir, opts)
 	}
@@ -545,7 +546,11 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			return nil, fmt.Errorf("%w: %s: a rollback began while version %d was read", ErrBusy, dir, db.mu.version)
 		}
 	}
-	db.mu.info = commitInfo(db.mu.trees, db.mu.version)
+	info, err := commitInfo(db.mu.trees, db.mu.version)
+	if err != nil {
+		return nil, err
+	}
+	db.mu.info = info
 	db.mu.touched = map[string]bool{}
 	if !opts.ReadOnly && db.mu.gen.version > 0 && db.log.LastVersion() == db.mu.gen.version {
 		// the snapshot holds every logged entry (say, after an offline
@@ -936,18 +941,41 @@ func applyPair(t *memiavl.Tree, store string, p wal.KVPair) error {
 
 // commitInfo builds the SDK commit info of trees at version from their root
 // hashes: the working hashes, which equal the saved ones right after a save
-// or a replay.
-func commitInfo(trees map[string]*memiavl.Tree, version int64) *storetypes.CommitInfo {
-	names := make([]string, 0, len(trees))
-	for name := range trees {
+// or a replay. It fails with ErrCorrupt when a snapshot cannot be read.
+func commitInfo(trees map[string]*memiavl.Tree, version int64) (*storetypes.CommitInfo, error) {
+	hashes := make(map[string][]byte, len(trees))
+	for name, t := range trees {
+		h, err := t.RootHashChecked()
+		if err != nil {
+			return nil, corruptStore(name, err)
+		}
+		hashes[name] = h
+	}
+	return commitInfoOf(hashes, version), nil
+}
+
+// commitInfoOf builds the SDK commit info of the stores' root hashes at
+// version.
+func commitInfoOf(hashes map[string][]byte, version int64) *storetypes.CommitInfo {
+	names := make([]string, 0, len(hashes))
+	for name := range hashes {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	infos := make([]storetypes.StoreInfo, len(names))
 	for i, name := range names {
-		infos[i] = storetypes.StoreInfo{Name: name, CommitId: storetypes.CommitID{Version: version, Hash: trees[name].RootHash()}}
+		infos[i] = storetypes.StoreInfo{Name: name, CommitId: storetypes.CommitID{Version: version, Hash: hashes[name]}}
 	}
 	return &storetypes.CommitInfo{Version: version, StoreInfos: infos}
+}
+
+// corruptStore names the store of a tree's error, and makes a tree's
+// ErrCorrupt (an unreadable snapshot) the database's.
+func corruptStore(name string, err error) error {
+	if errors.Is(err, memiavl.ErrCorrupt) && !errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("%w: store %q: %w", ErrCorrupt, name, err)
+	}
+	return fmt.Errorf("store %q: %w", name, err)
 }
 
 // publishLocked makes the last committed version visible to readers.
@@ -1060,7 +1088,8 @@ func (db *DB) SetInitialVersion(v int64) error {
 // pairs as the calls one after the other (adding two stores in two calls
 // does; adding a store and renaming it in the next call does not, and is
 // refused: apply them in one call, or as the set they amount to).
-func (db *DB) ApplyUpgrades(u wal.Upgrades) error {
+func (db *DB) ApplyUpgrades(u wal.Upgrades) (err error) {
+	defer func() { err = asCorrupt(err) }()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if err := db.writable(); err != nil {
@@ -1128,7 +1157,8 @@ func (db *DB) ApplyUpgrades(u wal.Upgrades) error {
 // sets in order), and a store with many changes is hashed right after
 // them, so Commit has less left to hash; all of it ends before the call
 // returns.
-func (db *DB) ApplyChangeSets(css []wal.ChangeSet) error {
+func (db *DB) ApplyChangeSets(css []wal.ChangeSet) (err error) {
+	defer func() { err = asCorrupt(err) }()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if err := db.writable(); err != nil {
@@ -1190,7 +1220,8 @@ func (db *DB) Delete(store string, key []byte) error {
 	return db.write(store, wal.KVPair{Delete: true, Key: key})
 }
 
-func (db *DB) write(store string, p wal.KVPair) error {
+func (db *DB) write(store string, p wal.KVPair) (err error) {
+	defer func() { err = asCorrupt(err) }()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if err := db.writable(); err != nil {
@@ -1235,7 +1266,8 @@ func (db *DB) addPendingLocked(store string, pairs ...wal.KVPair) {
 
 // Get reads key from store's working tree (uncommitted changes included).
 // Only the writer's goroutine may call it; readers use View.
-func (db *DB) Get(store string, key []byte) ([]byte, error) {
+func (db *DB) Get(store string, key []byte) (_ []byte, err error) {
+	defer func() { err = asCorrupt(err) }()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.mu.closed {
@@ -1276,7 +1308,10 @@ func (db *DB) StoreNames() []string {
 
 // WorkingCommitInfo returns the commit info the next Commit will produce:
 // its Hash() is the app hash of the working version. It returns nil once
-// the database is closed.
+// the database is closed. It panics with an error wrapping ErrCorrupt when
+// a snapshot cannot be read (a file cut short under its mapping, a failed
+// disk read), as the SDK's WorkingHash has no error to return; the
+// database is then broken (see ErrBroken), and Commit fails.
 func (db *DB) WorkingCommitInfo() *storetypes.CommitInfo {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -1284,7 +1319,12 @@ func (db *DB) WorkingCommitInfo() *storetypes.CommitInfo {
 		return nil
 	}
 	db.hashTreesLocked()
-	return commitInfo(db.mu.trees, db.workingVersionLocked())
+	info, err := commitInfo(db.mu.trees, db.workingVersionLocked())
+	if err != nil {
+		db.breakOn(err)
+		panic(err)
+	}
+	return info
 }
 
 // hashTreesLocked computes the working hashes of the changed trees, in
@@ -1316,7 +1356,8 @@ func (db *DB) hashTreesLocked() {
 // committed info together with an error wrapping ErrRewrite; so it does
 // when the background check of the snapshot's checksums that Open started
 // (OpenCheckBackground) found damage, with an error wrapping ErrCorrupt.
-func (db *DB) Commit() (*storetypes.CommitInfo, error) {
+func (db *DB) Commit() (_ *storetypes.CommitInfo, err error) {
+	defer func() { err = asCorrupt(err) }()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if err := db.writable(); err != nil {
@@ -1342,12 +1383,15 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 		db.mu.first = v
 	}
 	db.hashTreesLocked()
+	hashes := make(map[string][]byte, len(db.mu.trees))
 	for name, t := range db.mu.trees {
-		if _, tv, err := t.SaveVersion(); err != nil {
+		if h, tv, err := t.SaveVersion(); err != nil {
 			db.breakOn(err) // the stores saved so far are a version ahead
 			return nil, err
 		} else if tv != v {
 			return nil, fmt.Errorf("%w: store %q saved version %d, expected %d", ErrCorrupt, name, tv, v)
+		} else {
+			hashes[name] = h
 		}
 	}
 	if !logged {
@@ -1362,7 +1406,7 @@ func (db *DB) Commit() (*storetypes.CommitInfo, error) {
 		}
 	}
 	db.mu.version = v
-	db.mu.info = commitInfo(db.mu.trees, v)
+	db.mu.info = commitInfoOf(hashes, v)
 	db.mu.pending = wal.Entry{}
 	db.mu.origins, db.mu.start = nil, nil
 	db.mu.touched = map[string]bool{}
@@ -1499,7 +1543,12 @@ func (db *DB) checkLoggedLocked(e wal.Entry) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(got, want) && !db.sameTreesLocked(e, logged) {
+	if bytes.Equal(got, want) {
+		return nil
+	}
+	if same, err := db.sameTreesLocked(e, logged); err != nil {
+		return err
+	} else if !same {
 		return fmt.Errorf("%w: version %d", ErrConflict, e.Version)
 	}
 	return nil
@@ -1511,26 +1560,38 @@ func (db *DB) checkLoggedLocked(e wal.Entry) error {
 // changing nothing (a delete of an absent key, which a cache store's Write
 // emits; a set of a key to its value is a change, as the leaf takes the
 // new version) give the same version. Entries with store upgrades are
-// not compared this way: they must match the logged entry.
-func (db *DB) sameTreesLocked(e, logged wal.Entry) bool {
+// not compared this way: they must match the logged entry. It fails when
+// a snapshot cannot be read.
+func (db *DB) sameTreesLocked(e, logged wal.Entry) (bool, error) {
 	noUpgrades := func(u wal.Upgrades) bool { return len(u.Added)+len(u.Renamed)+len(u.Deleted) == 0 }
 	if !noUpgrades(e.Upgrades) || !noUpgrades(logged.Upgrades) {
-		return false
+		return false, nil
 	}
 	trees := make(map[string]*memiavl.Tree, len(db.mu.trees))
 	for name, t := range db.mu.trees {
 		trees[name] = t.Copy() // the last committed version
 	}
 	if err := applyEntry(trees, logged, true); err != nil {
-		return false
+		if errors.Is(err, memiavl.ErrCorrupt) {
+			return false, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return false, nil
 	}
 	db.hashTreesLocked()
 	for name, t := range db.mu.trees {
-		if !bytes.Equal(trees[name].RootHash(), t.RootHash()) {
-			return false
+		theirs, err := trees[name].RootHashChecked()
+		if err != nil {
+			return false, corruptStore(name, err)
+		}
+		ours, err := t.RootHashChecked()
+		if err != nil {
+			return false, corruptStore(name, err)
+		}
+		if !bytes.Equal(theirs, ours) {
+			return false, nil
 		}
 	}
-	return true
+	return true, nil
 }
 
 // rollback discards the versions after v: current points at the opened

@@ -3,6 +3,10 @@ package multitree
 import (
 	"errors"
 	"fmt"
+
+	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // Sentinel errors. Errors returned by the database wrap them with context;
@@ -51,3 +55,16 @@ var (
 	// holds a database that may not be replaced.
 	ErrExists = errors.New("multitree: database already exists")
 )
+
+// asCorrupt makes damage met by a tree, a snapshot or the log (their
+// ErrCorrupt, which err wraps) the database's ErrCorrupt as well, so that
+// errors.Is(err, ErrCorrupt) finds it whichever layer met it.
+func asCorrupt(err error) error {
+	if err == nil || errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	if errors.Is(err, memiavl.ErrCorrupt) || errors.Is(err, snapshot.ErrCorrupt) || errors.Is(err, wal.ErrCorrupt) {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return err
+}

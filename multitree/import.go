@@ -584,8 +584,11 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := commitInfo(trees, im.version)
+	info, err := commitInfo(trees, im.version)
 	gen.release()
+	if err != nil {
+		return nil, err
+	}
 	// last: until now a failure gives the database up (see abort)
 	if err := removeImportMarker(im.target); err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ import (
 func largestFirst(names []string, trees map[string]*memiavl.Tree) {
 	size := make(map[string]int64, len(names))
 	for _, n := range names {
-		size[n] = trees[n].Size()
+		size[n] = sizeForOrder(trees[n])
 	}
 	slices.SortFunc(names, func(a, b string) int {
 		if c := cmp.Compare(size[b], size[a]); c != 0 {
@@ -26,6 +26,17 @@ func largestFirst(names []string, trees map[string]*memiavl.Tree) {
 		}
 		return cmp.Compare(a, b)
 	})
+}
+
+// sizeForOrder is t's number of keys, by which the writes are ordered and
+// split, or 0 when its snapshot cannot be read: the write of t meets the
+// same damage and reports it.
+func sizeForOrder(t *memiavl.Tree) int64 {
+	n, err := t.SizeChecked()
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // parallel calls f(0) .. f(n-1) on up to workers goroutines, in index order
@@ -148,9 +159,9 @@ func splitStore(names []string, trees map[string]*memiavl.Tree, workers int) str
 	}
 	var total int64
 	for _, n := range names {
-		total += trees[n].Size()
+		total += sizeForOrder(trees[n])
 	}
-	if largest := trees[names[0]].Size(); largest >= memiavl.SplitMinLeaves && largest > total/int64(workers) {
+	if largest := sizeForOrder(trees[names[0]]); largest >= memiavl.SplitMinLeaves && largest > total/int64(workers) {
 		return names[0]
 	}
 	return ""

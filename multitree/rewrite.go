@@ -1,6 +1,7 @@
 package multitree
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -321,7 +322,18 @@ func sameRoots(a, b map[string]*memiavl.Tree) error {
 	}
 	for name, t := range a {
 		o, ok := b[name]
-		if !ok || t.Version() != o.Version() || string(t.RootHash()) != string(o.RootHash()) {
+		if !ok || t.Version() != o.Version() {
+			return fmt.Errorf("%w: store %q differs between rewritten snapshot and live state", ErrCorrupt, name)
+		}
+		h, err := t.RootHashChecked()
+		if err != nil {
+			return corruptStore(name, err)
+		}
+		oh, err := o.RootHashChecked()
+		if err != nil {
+			return corruptStore(name, err)
+		}
+		if !bytes.Equal(h, oh) {
 			return fmt.Errorf("%w: store %q differs between rewritten snapshot and live state", ErrCorrupt, name)
 		}
 	}
@@ -443,7 +455,11 @@ func stageSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 		if t.Version() != version {
 			return nil, fmt.Errorf("%w: store %q is at version %d, snapshot %d", ErrCorrupt, name, t.Version(), version)
 		}
-		meta.Stores = append(meta.Stores, storeInfo{Name: name, Hash: t.RootHash()})
+		h, err := t.RootHashChecked()
+		if err != nil {
+			return nil, corruptStore(name, err)
+		}
+		meta.Stores = append(meta.Stores, storeInfo{Name: name, Hash: h})
 		names = append(names, name)
 	}
 	largestFirst(names, trees)
@@ -469,12 +485,8 @@ func stageSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 		} else {
 			errs[i] = t.WriteSnapshot(ctx, tdir, opts...)
 		}
-		switch {
-		case errs[i] == nil:
-		case errors.Is(errs[i], memiavl.ErrCorrupt):
-			errs[i] = fmt.Errorf("%w: store %q: %w", ErrCorrupt, names[i], errs[i])
-		default:
-			errs[i] = fmt.Errorf("store %q: %w", names[i], errs[i])
+		if errs[i] != nil {
+			errs[i] = corruptStore(names[i], errs[i])
 		}
 	})
 	if maps != nil {
@@ -527,7 +539,8 @@ func (st *stagedSnapshot) abandon() {
 // reported it. A checksum mismatch in the files of the current snapshot
 // that the write copies from fails it with ErrCorrupt (see
 // memiavl.Tree.WriteSnapshot); VerifySnapshot checks more.
-func (db *DB) RewriteSnapshot(ctx context.Context) error {
+func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
+	defer func() { err = asCorrupt(err) }()
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -43,7 +43,8 @@ func (db *DB) View() (*View, error) {
 // ViewAt returns a view of version: the latest one, or an older version
 // rebuilt from the newest kept snapshot at or below it plus the log. Rebuilt
 // views are cached (ViewCacheSize).
-func (db *DB) ViewAt(version int64) (*View, error) {
+func (db *DB) ViewAt(version int64) (_ *View, err error) {
+	defer func() { err = asCorrupt(err) }()
 	v, err := db.View()
 	if err != nil || version == 0 || v.Version() == version {
 		return v, err
@@ -188,7 +189,12 @@ func (db *DB) loadFrom(base, version int64) (*state, error) {
 		gen.release()
 		return nil, err
 	}
-	return &state{version: version, info: commitInfo(trees, version), trees: trees, gen: gen}, nil
+	info, err := commitInfo(trees, version)
+	if err != nil {
+		gen.release()
+		return nil, err
+	}
+	return &state{version: version, info: info, trees: trees, gen: gen}, nil
 }
 
 // Release unpins the view. Further use of the view or of slices read from

@@ -107,11 +107,23 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	snapDir := filepath.Join(dir, snapshotDirName(res.SnapshotVersion))
 	for _, name := range view.StoreNames() {
 		t := view.Tree(name)
+		keys, err := t.SizeChecked()
+		if err != nil {
+			return fmt.Errorf("store %q: %w", name, err)
+		}
+		height, err := t.HeightChecked()
+		if err != nil {
+			return fmt.Errorf("store %q: %w", name, err)
+		}
+		hash, err := t.RootHashChecked()
+		if err != nil {
+			return fmt.Errorf("store %q: %w", name, err)
+		}
 		res.Stores = append(res.Stores, DumpStore{
 			Name:          name,
-			Keys:          t.Size(),
-			Height:        int(t.Height()),
-			RootHash:      hex.EncodeToString(t.RootHash()),
+			Keys:          keys,
+			Height:        int(height),
+			RootHash:      hex.EncodeToString(hash),
 			SnapshotBytes: dirSize(filepath.Join(snapDir, treeDirName(name))),
 		})
 	}

@@ -288,7 +288,11 @@ func estimateSnapshotBytes(db *multitree.DB, dir string, base int64) int64 {
 	var leaves, size int64
 	for _, name := range view.StoreNames() {
 		t := view.Tree(name)
-		size += t.Size()
+		n, err := t.SizeChecked()
+		if err != nil {
+			return -1 // the rewrite meets it and reports it
+		}
+		size += n
 		if s := t.Snapshot(); s != nil {
 			leaves += int64(s.LeafCount())
 		}
