@@ -102,7 +102,9 @@ func (e *Exporter) Next() (n *ExportNode, err error) {
 			if h > 127 {
 				return nil, fmt.Errorf("%w: node of height %d does not fit an export node", ErrCorrupt, h)
 			}
-			return &ExportNode{Key: t.keyOf(r), Version: t.versionOf(r), Height: int8(h)}, nil
+			k := t.keyOf(r)
+			touchKV(k, nil) // read by the caller, after the guard
+			return &ExportNode{Key: k, Version: t.versionOf(r), Height: int8(h)}, nil
 		}
 		top.expanded = true
 		left, right := t.leftOf(r), t.rightOf(r)
@@ -120,6 +122,7 @@ func (t *Tree) exportLeaf(r ref) *ExportNode {
 		return &ExportNode{Key: r.n.key(), Value: r.n.value(), Version: r.n.version}
 	}
 	k, v := t.pers.leafKV(r.p.Index())
+	touchKV(k, v) // read by the caller, after the guard
 	return &ExportNode{Key: k, Value: v, Version: t.pers.version(r.p)}
 }
 

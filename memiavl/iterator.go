@@ -196,6 +196,7 @@ func (it *Iterator) scanStep(k, v *[]byte) bool {
 			return false
 		}
 		*k, *v = it.t.pers.leafKV(it.next)
+		touchKV(*k, *v) // read by the caller, after the guard
 		it.next++
 		return true
 	}
@@ -203,6 +204,7 @@ func (it *Iterator) scanStep(k, v *[]byte) bool {
 		return false
 	}
 	*k, *v = it.t.pers.leafKV(it.next - 1)
+	touchKV(*k, *v)
 	it.next--
 	return true
 }

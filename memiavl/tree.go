@@ -276,24 +276,32 @@ func (t *Tree) Remove(key []byte) (removed bool, err error) {
 // must not be modified; it stays valid after the tree is closed. See
 // GetZeroCopy for a variant that does not copy values out of a snapshot.
 func (t *Tree) Get(key []byte) ([]byte, error) {
-	v, mapped, err := t.get(key)
-	if err != nil || !mapped {
-		return v, err
-	}
-	return bytes.Clone(v), nil
+	v, _, err := t.get(key, readCopy)
+	return v, err
 }
 
 // GetZeroCopy returns the value of key, or nil if it is absent. A value read
 // from the snapshot is a slice into the memory map: it must not be modified
 // and is valid only while the tree's snapshot is open (for a tree served by a
-// database, while its read view is held).
+// database, while its read view is held). Its pages are read before it is
+// returned, so a page the file no longer has is an error wrapping
+// ErrCorrupt here; a file cut short later, while the caller holds the
+// slice, faults where the caller reads it.
 func (t *Tree) GetZeroCopy(key []byte) ([]byte, error) {
-	v, _, err := t.get(key)
+	v, _, err := t.get(key, readTouch)
 	return v, err
 }
 
-// get returns the value of key and whether it lies in the snapshot's map.
-func (t *Tree) get(key []byte) (value []byte, mapped bool, err error) {
+// How get hands out a value it finds in the snapshot's map.
+const (
+	readSlice = iota // as a slice of the map, unread (Has)
+	readTouch        // as a slice of the map, its pages read (see touchKV)
+	readCopy         // copied
+)
+
+// get returns the value of key and whether it lies in the snapshot's map,
+// where how says what it does with such a value under its fault guard.
+func (t *Tree) get(key []byte, how int) (value []byte, mapped bool, err error) {
 	if key == nil || t.root.isNil() {
 		return nil, false, nil
 	}
@@ -302,7 +310,8 @@ func (t *Tree) get(key []byte) (value []byte, mapped bool, err error) {
 	if t.touched != nil && t.pers.s != nil {
 		// a key unchanged since the snapshot has the snapshot's value
 		if h := touchHash(key); !t.touched.mayContain(h) {
-			return t.pers.getHashed(key, h)
+			value, mapped, err = t.pers.getHashed(key, h)
+			return handOut(value, mapped, how), mapped, err
 		}
 	}
 	r := t.root
@@ -322,12 +331,26 @@ func (t *Tree) get(key []byte) (value []byte, mapped bool, err error) {
 		}
 	}
 	value, err = t.pers.get(r.p, key)
-	return value, value != nil, err
+	return handOut(value, value != nil, how), value != nil, err
+}
+
+// handOut returns value, found in the snapshot's map if mapped, as how
+// says (see get). It runs under the caller's fault guard.
+func handOut(value []byte, mapped bool, how int) []byte {
+	switch {
+	case !mapped || value == nil:
+		return value
+	case how == readCopy:
+		return bytes.Clone(value)
+	case how == readTouch:
+		touchKV(nil, value)
+	}
+	return value
 }
 
 // Has reports whether key is present.
 func (t *Tree) Has(key []byte) (bool, error) {
-	v, _, err := t.get(key)
+	v, _, err := t.get(key, readSlice)
 	return v != nil, err
 }
 
