@@ -2,6 +2,7 @@ package compat
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -39,7 +40,9 @@ import (
 // rootmulti keeps it, emptied, until then: "/key" from its committed
 // versions, "/subspace" with no pairs.
 //
-// Errors and empty responses are those of rootmulti.
+// Errors and empty responses are those of rootmulti, except that a damaged
+// snapshot met by a read or a proof is an error wrapping memiavl.ErrCorrupt,
+// where iavl.Store panics.
 func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error) {
 	storeName, subpath, err := parsePath(req.Path)
 	if err != nil {
@@ -58,7 +61,9 @@ func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error
 	}
 	req.Path = subpath
 	res, info, err := s.queryStore(storeName, req, emptied)
-	if !req.Prove || subpath != "/key" {
+	if !req.Prove || subpath != "/key" || errors.Is(err, memiavl.ErrCorrupt) {
+		// (rootmulti answers a proven query's other errors with the
+		// empty proof's below)
 		return res, err
 	}
 	if res.ProofOps == nil || len(res.ProofOps.Ops) == 0 {
@@ -156,7 +161,8 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery, emptied b
 		}
 		value, err := tree.Get(key)
 		if err != nil {
-			panic(fmt.Errorf("memiavl: store %q at version %d: %w", store, height, err))
+			// iavl.Store panics here; the error is returned instead
+			return &types.ResponseQuery{}, nil, fmt.Errorf("memiavl: store %q at version %d: %w", store, height, err)
 		}
 		res.Value = value
 		if !req.Prove {
@@ -169,8 +175,9 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery, emptied b
 			proof, err = tree.GetNonMembershipProof(key)
 		}
 		if err != nil {
-			// as iavl.Store: the value was read, so a proof must exist
-			panic(fmt.Errorf("memiavl: store %q at version %d: proof of %s: %w", store, height, hexkey.Upper(key), err))
+			// the value was read, so a proof must exist: a damaged
+			// snapshot (iavl.Store panics)
+			return &types.ResponseQuery{}, nil, fmt.Errorf("memiavl: store %q at version %d: proof of %s: %w", store, height, hexkey.Upper(key), err)
 		}
 		op := types.NewIavlCommitmentOp(key, proof)
 		res.ProofOps = &cmtprotocrypto.ProofOps{Ops: []cmtprotocrypto.ProofOp{op.ProofOp()}}
@@ -192,10 +199,11 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery, emptied b
 			for ; it.Valid(); it.Next() {
 				buf = appendPair(buf, it.Key(), it.Value())
 			}
-			if err := it.Error(); err != nil {
-				panic(fmt.Errorf("memiavl: store %q: subspace %s: %w", store, hexkey.Upper(subspace), err))
-			}
+			err := it.Error()
 			_ = it.Close()
+			if err != nil {
+				return &types.ResponseQuery{}, nil, fmt.Errorf("memiavl: store %q: subspace %s: %w", store, hexkey.Upper(subspace), err)
+			}
 		}
 		res.Value = buf
 

@@ -1177,6 +1177,9 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) (err error) {
 			}
 		}
 	}
+	if css, err = db.detachHeld(css); err != nil {
+		return err
+	}
 	// No task is running when the call returns, so no other method ever
 	// sees one in progress.
 	tasks := applyByStore(db.mu.trees, css, 0, true)
@@ -1207,10 +1210,10 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) (err error) {
 const hashAfterApplyPairs = 64
 
 // Set sets key to value in store's working tree. The tree retains both.
-// value may be a slice of a working tree's snapshot (GetZeroCopy): the
-// database keeps that snapshot mapped until the version's log entry is
-// written, and the trees that replace it at a background switch copy what
-// they keep of it.
+// value may be a slice of a working tree's snapshot (GetZeroCopy): it is
+// copied, read under a fault guard, so that a file cut short under its
+// mapping meanwhile fails here with ErrCorrupt instead of faulting in the
+// log's write.
 func (db *DB) Set(store string, key, value []byte) error {
 	return db.write(store, wal.KVPair{Key: key, Value: value})
 }
@@ -1231,12 +1234,53 @@ func (db *DB) write(store string, p wal.KVPair) (err error) {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, store)
 	}
+	if p.Key, err = db.mu.gen.copyHeld(p.Key); err != nil {
+		return fmt.Errorf("store %q: %w", store, err)
+	}
+	if p.Value, err = db.mu.gen.copyHeld(p.Value); err != nil {
+		return fmt.Errorf("store %q: %w", store, err)
+	}
 	if err := applyPair(t, store, p); err != nil {
 		db.breakOn(err)
 		return err
 	}
 	db.addPendingLocked(store, p)
 	return nil
+}
+
+// detachHeld returns css with the keys and values that lie in a snapshot
+// of the database (slices from GetZeroCopy) copied (see
+// generation.copyHeld), css itself when there are none: the log's write
+// of the version then reads nothing mapped. css is left as it is.
+func (db *DB) detachHeld(css []wal.ChangeSet) ([]wal.ChangeSet, error) {
+	g := db.mu.gen
+	var out []wal.ChangeSet
+	for i, cs := range css {
+		var pairs []wal.KVPair
+		for j, p := range cs.Pairs {
+			if !g.mayHold(p.Key) && !g.mayHold(p.Value) {
+				continue
+			}
+			if out == nil {
+				out = slices.Clone(css)
+			}
+			if pairs == nil {
+				pairs = slices.Clone(cs.Pairs)
+				out[i].Pairs = pairs
+			}
+			var err error
+			if pairs[j].Key, err = g.copyHeld(p.Key); err != nil {
+				return nil, fmt.Errorf("store %q: %w", cs.Name, err)
+			}
+			if pairs[j].Value, err = g.copyHeld(p.Value); err != nil {
+				return nil, fmt.Errorf("store %q: %w", cs.Name, err)
+			}
+		}
+	}
+	if out == nil {
+		return css, nil
+	}
+	return out, nil
 }
 
 // breakOn marks the database broken after err, a failed change, if it came

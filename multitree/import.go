@@ -108,7 +108,8 @@ func (o ImportOptions) validate(version int64) error {
 // opts.Concurrency sources at a time; when one fails the others stop early.
 // Memory is bounded by the trees' heights: nodes go straight to the
 // snapshot files.
-func Import(dir string, version int64, sources map[string]NodeSource, opts ImportOptions) (*storetypes.CommitInfo, error) {
+func Import(dir string, version int64, sources map[string]NodeSource, opts ImportOptions) (_ *storetypes.CommitInfo, err error) {
+	defer func() { err = asCorrupt(err) }()
 	names := make([]string, 0, len(sources))
 	for name, src := range sources {
 		if src == nil {
@@ -510,7 +511,8 @@ func contains(list []string, s string) bool {
 // the database is opened once to check it. When replacing a database, the
 // new one then takes its place. It returns the commit info of the imported
 // version. Every added store must have been committed.
-func (im *Importer) Commit() (*storetypes.CommitInfo, error) {
+func (im *Importer) Commit() (_ *storetypes.CommitInfo, err error) {
+	defer func() { err = asCorrupt(err) }()
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	if im.mu.done {

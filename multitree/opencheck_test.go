@@ -1,6 +1,7 @@
 package multitree
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // snapshotOf returns a database at version 1, n keys in store "a" (the
@@ -312,5 +314,57 @@ func TestOpenMappedRootFault(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSetZeroCopyValueCopied: a value set from GetZeroCopy, a slice of the
+// snapshot's mapping, is copied by Set, so that the file cut short under
+// the mapping before the commit (a failed disk read faults the same way)
+// does not fault in the log's write, which ended the process before, in
+// Commit or, with an asynchronous log, on the log's goroutine.
+func TestSetZeroCopyValueCopied(t *testing.T) {
+	for _, async := range []int{0, 4} {
+		t.Run(fmt.Sprintf("async=%d", async), func(t *testing.T) {
+			dir := snapshotOf(t, 2000, "a")
+			db, err := Open(dir, Options{SnapshotInterval: -1, AsyncCommitBuffer: async, OpenCheck: OpenCheckNone})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			key := []byte(fmt.Sprintf("key-%08d", 10)) // see fillStore
+			v, err := db.WorkingTree("a").GetZeroCopy(key)
+			if err != nil || v == nil || !db.mu.gen.snaps["a"].Holds(v) {
+				t.Fatalf("GetZeroCopy: %v, %v: want a slice of the snapshot", v, err)
+			}
+			want := bytes.Clone(v)
+			if err := db.Set("a", []byte("copy"), v); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(filepath.Join(dir, snapshotDirName(1), treeDirName("a"), snapshot.FileKVs), 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := db.Get("a", []byte("copy")); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("Get: %q, %v; want %q", got, err, want)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			log, err := wal.Open(filepath.Join(dir, walDirName), wal.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer log.Close()
+			var got []byte
+			err = log.Replay(2, 2, func(e wal.Entry) error {
+				got = e.ChangeSets[0].Pairs[0].Value
+				return nil
+			})
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("logged value %q, %v; want %q", got, err, want)
+			}
+		})
 	}
 }

@@ -256,7 +256,8 @@ func (v *View) Get(store string, key []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownStore, store)
 	}
-	return t.Get(key)
+	value, err := t.Get(key)
+	return value, asCorrupt(err)
 }
 
 // snapshotID names one snapshot directory: its version, and the inode of
