@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	gogotypes "github.com/cosmos/gogoproto/types"
 	"io/fs"
 	"math"
 	"os"
@@ -41,7 +42,9 @@ import (
 // the app hash (CommitInfo.Hash()) too; otherwise nothing is left in dir.
 // A store whose recorded hash is the empty tree's is imported empty even
 // when iavl cannot load its version: iavl marks an empty root with an empty
-// value, which goleveldb reads back as absent. iavlDB is only read. dir
+// value, which goleveldb reads back as absent. A height above the
+// application's latest version (s/latest), such as one a rollback left the
+// commit info of, is refused. iavlDB is only read. dir
 // must not hold a database. Of opts only
 // RewriteConcurrency and InitialVersion are used: open the result with
 // multitree.Open and the options of your choice.
@@ -139,6 +142,19 @@ func checkImported(info *storetypes.CommitInfo, recorded map[string][]byte, want
 
 // rootMultiCommitInfo reads the commit info rootmulti stores for version.
 func rootMultiCommitInfo(db dbm.DB, version int64) (*storetypes.CommitInfo, error) {
+	// a rollback leaves the commit infos above the version it went back
+	// to: s/latest says which are the application's
+	if b, err := db.Get([]byte("s/latest")); err != nil {
+		return nil, fmt.Errorf("%w: reading %q: %w", ErrMigrate, "s/latest", err)
+	} else if b != nil {
+		var latest gogotypes.Int64Value
+		if err := latest.Unmarshal(b); err != nil {
+			return nil, fmt.Errorf("%w: the latest version record: %w", ErrMigrate, err)
+		}
+		if version > latest.Value {
+			return nil, fmt.Errorf("%w: height %d is above the application's latest version %d", ErrMigrate, version, latest.Value)
+		}
+	}
 	key := fmt.Sprintf("s/%d", version)
 	bz, err := db.Get([]byte(key))
 	if err != nil {

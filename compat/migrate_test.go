@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -233,6 +234,32 @@ func TestImportIAVLChecksRecordedHashes(t *testing.T) {
 		t.Fatalf("a failed import left a database: %v", err)
 	}
 	_ = c
+}
+
+// TestImportIAVLRefusesRolledBackHeight: a rollback of rootmulti leaves the
+// commit infos of the versions above its target, with every tree of an
+// empty store still loadable there; an import at such a height is refused
+// (rootmulti's latest version is the target), and nothing is left.
+func TestImportIAVLRefusesRolledBackHeight(t *testing.T) {
+	mem := dbm.NewMemDB()
+	c := migBuild(t, mem, 12)
+	if err := c.rs.RollbackToVersion(7); err != nil {
+		t.Fatal(err)
+	}
+	if bz, _ := mem.Get([]byte("s/12")); bz == nil {
+		t.Fatal("the rollback removed the commit info of 12: nothing to refuse")
+	}
+	for _, stores := range [][]string{nil, {"acc"}} {
+		dir := filepath.Join(t.TempDir(), "db")
+		err := compat.ImportIAVL(mem, 12, stores, dir, multitree.Options{})
+		if !errors.Is(err, compat.ErrMigrate) || !strings.Contains(err.Error(), "latest version 7") {
+			t.Fatalf("import of the rolled-back height 12 (stores %q): %v", stores, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a refused import left %s: %v", dir, err)
+		}
+	}
+	migImport(t, mem, 7, multitree.Options{}, c.hashes[7])
 }
 
 // TestImportIAVLFromLegacyNodes imports an application database whose

@@ -208,7 +208,7 @@ func TestCLIBadArgs(t *testing.T) {
 		{[]string{"import", "--height", "5", empty, filepath.Join(empty, "o")}, exitFailure},
 		{[]string{"import-iavl", file, filepath.Join(empty, "o")}, exitFailure},
 		{[]string{"import-iavl", "--height", "-1", empty, filepath.Join(empty, "o")}, exitUsage},
-		{[]string{"import-memiavl", empty, filepath.Join(empty, "o")}, exitFailure},
+		{[]string{"import-memiavl", empty, filepath.Join(filepath.Dir(empty), "o-memiavl")}, exitFailure},
 		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--async-buffer", "70000"}, exitUsage},
 		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--async-buffer", "-1"}, exitUsage},
 		{[]string{"bench", "--blocks", "3", "--scale", "0.01", "--snapshot-interval", "0"}, exitUsage},

@@ -106,7 +106,22 @@ func TestHelp(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	dir := t.TempDir()
+	// a source, and a link to it: the destination of an import must lie
+	// outside the source, which is only read
+	app := filepath.Join(dir, "application.db")
+	if err := os.Mkdir(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.db")
+	if err := os.Symlink(app, link); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
+		{"import-iavl", app, app},
+		{"import-iavl", "--backend", "pebbledb", app, filepath.Join(app, "memiavl.db")},
+		{"import-iavl", link, filepath.Join(app, "memiavl.db")},
+		{"import-iavl", app, filepath.Join(link, "x", "memiavl.db")},
+		{"import-memiavl", dir, filepath.Join(dir, "memiavl.db")},
 		{"nosuchcommand"},
 		{"bench", "--no-such-flag"},
 		{"bench", "--blocks", "x"},

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	dbm "github.com/cosmos/cosmos-db"
@@ -37,7 +39,8 @@ recorded, and, when every store is imported, the app hash too, otherwise
 nothing is left in <dir>. The application database is a directory named
 <name>.db; it is only read (goleveldb and pebbledb ones are opened
 read-only, which a running node's lock refuses: stop the node first). <dir>
-must not hold a database.`,
+must not hold a database, nor lie inside the application database. A
+height above the application's latest version is refused.`,
 		Example: `  memiavl import-iavl ~/.gaia/data/application.db ~/.gaia/data/memiavl.db`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -64,6 +67,9 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 	}
 	if len(o.stores) == 0 {
 		o.stores = nil // an empty --stores '' means the default: every store
+	}
+	if within(dir, src) {
+		return usagef("%s is inside the application database %s, which is only read: choose a directory outside it", dir, src)
 	}
 	fi, err := os.Stat(src)
 	if err != nil {
@@ -98,6 +104,9 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 		// built with the rocksdb tag only; its open would create a
 		// missing database (refused above)
 		db, err = dbm.NewDB(name, backend, parent)
+	}
+	if errors.Is(err, syscall.EAGAIN) {
+		return fmt.Errorf("open %s: it is locked (is a node running on it? stop it first): %w", src, err)
 	}
 	if err != nil {
 		return fmt.Errorf("open %s: %w", src, err)
@@ -158,12 +167,16 @@ the reference's latest version and with the identical app hash: it streams
 the reference's current snapshot into a new snapshot, checking every root
 hash and the app hash, then replays the reference's write-ahead log entries
 after it. The reference directory is only read; its node must be stopped.
-<dir> must not hold a database; a failed import leaves none.`,
+<dir> must not hold a database, nor lie inside the reference directory; a
+failed import leaves none.`,
 		Example: `  memiavl import-memiavl ~/.cronos/data/memiavl.db ./memiavl.db`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if concurrency < 0 {
 				return usagef("--concurrency must not be negative")
+			}
+			if within(args[1], args[0]) {
+				return usagef("%s is inside the reference database %s, which is only read: choose a directory outside it", args[1], args[0])
 			}
 			if _, err := os.Stat(args[0]); err != nil {
 				return err
@@ -184,4 +197,28 @@ after it. The reference directory is only read; its node must be stopped.
 	}
 	cmd.Flags().IntVar(&concurrency, "concurrency", 0, "trees imported in parallel (default: GOMAXPROCS)")
 	return cmd
+}
+
+// within reports whether path is dir or lies inside it, once both are
+// absolute and their symbolic links resolved as far as they exist.
+func within(path, dir string) bool {
+	resolve := func(p string) string {
+		p, err := filepath.Abs(p)
+		if err != nil {
+			return filepath.Clean(p)
+		}
+		// resolve the longest part that exists: path may not exist yet
+		rest := ""
+		for q := p; ; q = filepath.Dir(q) {
+			if r, err := filepath.EvalSymlinks(q); err == nil {
+				return filepath.Join(r, rest)
+			}
+			if filepath.Dir(q) == q {
+				return p
+			}
+			rest = filepath.Join(filepath.Base(q), rest)
+		}
+	}
+	rel, err := filepath.Rel(resolve(dir), resolve(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

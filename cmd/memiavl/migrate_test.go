@@ -132,3 +132,23 @@ func TestImportIAVLPebble(t *testing.T) {
 		}
 	}
 }
+
+// TestImportIAVLLocked: import-iavl of an application database open by a
+// running node (goleveldb's lock) fails, says why, and creates nothing.
+func TestImportIAVLLocked(t *testing.T) {
+	parent := t.TempDir()
+	makeIAVLApp(t, parent, 5)
+	node, err := dbm.NewDB("application", dbm.GoLevelDBBackend, parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	dst := filepath.Join(t.TempDir(), "memiavl.db")
+	code, _, errs := cli(t, "import-iavl", filepath.Join(parent, "application.db"), dst)
+	if code != exitFailure || !strings.Contains(errs, "locked (is a node running on it?") {
+		t.Fatalf("exit %d, stderr %q: want a failure that says the database is locked", code, errs)
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused import left %s: %v", dst, err)
+	}
+}
