@@ -6,19 +6,21 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	gogotypes "github.com/cosmos/gogoproto/types"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"cosmossdk.io/log"
 	storetypes "cosmossdk.io/store/types"
 	"cosmossdk.io/store/wrapper"
 	dbm "github.com/cosmos/cosmos-db"
+	gogotypes "github.com/cosmos/gogoproto/types"
 	"github.com/cosmos/iavl"
 	"github.com/ledgerwatch/erigon-lib/mmap"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -242,7 +244,11 @@ func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error
 		Concurrency:    max(opts.RewriteConcurrency, 0),
 		Check: func(info *storetypes.CommitInfo) error {
 			for _, si := range info.StoreInfos {
-				if h := ref.trees[si.Name].rootHash(); !bytes.Equal(si.CommitId.Hash, h) {
+				h, err := ref.trees[si.Name].checkedRootHash()
+				if err != nil {
+					return err
+				}
+				if !bytes.Equal(si.CommitId.Hash, h) {
 					return fmt.Errorf("%w: store %q imported with root hash %X, its reference snapshot has %X",
 						ErrMigrate, si.Name, si.CommitId.Hash, h)
 				}
@@ -427,7 +433,7 @@ func openRefTree(dir string) (_ *refTree, err error) {
 			t.close()
 		}
 	}()
-	for i, name := range []string{"nodes", "leaves", "kvs"} {
+	for i, name := range refFileNames {
 		b, err := mapRefFile(filepath.Join(dir, name))
 		if err != nil {
 			return nil, err
@@ -479,6 +485,18 @@ func (t *refTree) close() {
 		t.mapped[i] = nil
 	}
 	t.nodes, t.leaves, t.kvs = nil, nil, nil
+}
+
+// refFileNames are the files of a reference tree, in the order of
+// refTree.mapped.
+var refFileNames = [3]string{"nodes", "leaves", "kvs"}
+
+// checkedRootHash returns a copy of the root hash, or the error of a fault
+// reading it.
+func (t *refTree) checkedRootHash() (h []byte, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer t.recoverFault(&err)
+	return bytes.Clone(t.rootHash()), nil
 }
 
 func (t *refTree) rootHash() []byte {
@@ -536,7 +554,60 @@ type refTreeSource struct {
 	pending int    // complete subtrees waiting for a parent
 }
 
-func (s *refTreeSource) Next() (*memiavl.ExportNode, error) {
+// Next returns the next node. The reference's files are mapped: a page the
+// file no longer has (cut short under the mapping) or that the disk cannot
+// return faults, which Next turns into an error naming the file, and it
+// reads the pages of the key and value it hands out, which the importer
+// reads later, outside the guard.
+func (s *refTreeSource) Next() (n *memiavl.ExportNode, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.t.recoverFault(&err)
+	if n, err = s.next(); n != nil {
+		touchPages(n.Key, n.Value)
+	}
+	return n, err
+}
+
+// recoverFault turns a memory fault inside the tree's mappings into *err;
+// other panics go on. It must be deferred itself.
+func (t *refTree) recoverFault(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if f, ok := r.(interface{ Addr() uintptr }); ok {
+		a := f.Addr()
+		for i, b := range t.mapped {
+			if len(b) == 0 {
+				continue
+			}
+			if lo := uintptr(unsafe.Pointer(unsafe.SliceData(b))); a >= lo && a-lo < uintptr(len(b)) {
+				*err = refErr(filepath.Join(t.dir, refFileNames[i]), "memory fault at offset %d (the file cut short under its mapping, or a failed disk read)", a-lo)
+				return
+			}
+		}
+	}
+	panic(r)
+}
+
+// touchPages reads a byte of every page the slices span (see Next); not
+// inlined, so that the reads are not removed.
+//
+//go:noinline
+func touchPages(bs ...[]byte) byte {
+	var x byte
+	for _, b := range bs {
+		for i := 0; i < len(b); i += 4096 {
+			x ^= b[i]
+		}
+		if len(b) > 0 {
+			x ^= b[len(b)-1]
+		}
+	}
+	return x
+}
+
+func (s *refTreeSource) next() (*memiavl.ExportNode, error) {
 	t := s.t
 	if t.nNodes == 0 {
 		if t.nLeaves == 1 && s.j == 0 {
