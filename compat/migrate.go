@@ -94,7 +94,13 @@ func ImportIAVL(iavlDB dbm.DB, height int64, stores []string, dir string, opts m
 			// which goleveldb reads back as absent (cosmos/cosmos-db#146),
 			// so iavl finds no such version. The recorded hash says the
 			// store was empty at height, and the check after the import
-			// holds the result to it.
+			// holds the result to it; the marker, which Has finds, says
+			// the version was not pruned.
+			if ok, err := hasEmptyRoot(prefixed, height); err != nil {
+				return fmt.Errorf("%w: store %q at height %d: %w", ErrMigrate, name, height, err)
+			} else if !ok {
+				return fmt.Errorf("%w: store %q at height %d: version does not exist (pruned?)", ErrMigrate, name, height)
+			}
 			sources[name] = emptySource{}
 			continue
 		}
@@ -173,6 +179,27 @@ func rootMultiCommitInfo(db dbm.DB, version int64) (*storetypes.CommitInfo, erro
 		return nil, fmt.Errorf("%w: commit info under %q is of version %d", ErrMigrate, key, info.Version)
 	}
 	return info, nil
+}
+
+// hasEmptyRoot reports whether the iavl tree in db marks version as empty:
+// the root key of the version (iavl v1: 's', the version and nonce 1, big
+// endian; iavl v0.x: 'r' and the version) is present. An iterator finds
+// it: goleveldb's Get and Has take its empty value for an absent key.
+func hasEmptyRoot(db dbm.DB, version int64) (bool, error) {
+	v1 := binary.BigEndian.AppendUint64([]byte{'s'}, uint64(version))
+	v1 = binary.BigEndian.AppendUint32(v1, 1)
+	for _, key := range [][]byte{v1, binary.BigEndian.AppendUint64([]byte{'r'}, uint64(version))} {
+		it, err := db.Iterator(key, append(bytes.Clone(key), 0))
+		if err != nil {
+			return false, err
+		}
+		found := it.Valid()
+		err = errors.Join(it.Error(), it.Close())
+		if err != nil || found {
+			return found, err
+		}
+	}
+	return false, nil
 }
 
 // emptySource is the node stream of an empty tree.

@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -260,6 +261,38 @@ func TestImportIAVLRefusesRolledBackHeight(t *testing.T) {
 		}
 	}
 	migImport(t, mem, 7, multitree.Options{}, c.hashes[7])
+}
+
+// TestImportIAVLEmptyStorePruned: a store empty at a height is imported
+// empty, from iavl's marker of its empty root (which goleveldb's Get takes
+// for absent); once the marker is gone, as pruning removes it, the height
+// is refused for that store as for the others.
+func TestImportIAVLEmptyStorePruned(t *testing.T) {
+	db, err := dbm.NewGoLevelDB("application", t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stores := []string{"acc", "empty"}
+	rs := migLoad(t, db, stores, nil)
+	hashes := map[int64][]byte{}
+	for _, css := range ssBlocks(testutil.Rand(t), stores[:1], 5, 10) {
+		cid := ssApply(rs, css)
+		hashes[cid.Version] = cid.Hash
+	}
+	migImport(t, db, 3, multitree.Options{}, hashes[3])
+	marker := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64([]byte("s/k:empty/s"), 3), 1)
+	if err := db.Delete(marker); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	err = compat.ImportIAVL(db, 3, []string{"empty"}, dir, multitree.Options{})
+	if !errors.Is(err, compat.ErrMigrate) || !strings.Contains(err.Error(), `store "empty" at height 3: version does not exist`) {
+		t.Fatalf("import of an empty store whose version is gone: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused import left %s: %v", dir, err)
+	}
 }
 
 // TestImportIAVLFromLegacyNodes imports an application database whose
