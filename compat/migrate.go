@@ -94,8 +94,8 @@ func ImportIAVL(iavlDB dbm.DB, height int64, stores []string, dir string, opts m
 			// which goleveldb reads back as absent (cosmos/cosmos-db#146),
 			// so iavl finds no such version. The recorded hash says the
 			// store was empty at height, and the check after the import
-			// holds the result to it; the marker, which Has finds, says
-			// the version was not pruned.
+			// holds the result to it; the marker, which an iterator
+			// finds (see hasEmptyRoot), says the version was not pruned.
 			if ok, err := hasEmptyRoot(prefixed, height); err != nil {
 				return fmt.Errorf("%w: store %q at height %d: %w", ErrMigrate, name, height, err)
 			} else if !ok {

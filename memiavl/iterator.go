@@ -3,6 +3,7 @@ package memiavl
 import (
 	"bytes"
 	"runtime/debug"
+	"unsafe"
 )
 
 // Iterator walks the keys of a tree within [start, end) in ascending or
@@ -36,6 +37,29 @@ type Iterator struct {
 	// otherwise be a fifth of a scan's.
 	batch  [scanBatch]struct{ k, v []byte }
 	bi, bn int
+	// touched gathers the bytes the scan reads of the keys and values it
+	// hands out, page the page (address / touchStride) of the last read
+	// (see touch)
+	touched byte
+	page    uintptr
+}
+
+// touch reads the pages of the leaf's key and value, which the caller
+// reads after the scan's fault guard (see touchKV). A scan's leaves have
+// their keys and values one after the other in the kvs file, many to a
+// page: a leaf whose key and value lie in the page the last read ended in
+// is not read again.
+func (it *Iterator) touch(k, v []byte) {
+	if len(k) > 0 && len(v) > 0 {
+		kp := uintptr(unsafe.Pointer(unsafe.SliceData(k)))
+		vp := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
+		last := (vp + uintptr(len(v)) - 1) / touchStride
+		if vp >= kp+uintptr(len(k)) && kp/touchStride == last && last == it.page {
+			return
+		}
+		it.page = last
+	}
+	it.touched ^= touchKV(k, v)
 }
 
 // scanBatch is how many snapshot leaves a scan reads ahead at a time.
@@ -196,7 +220,7 @@ func (it *Iterator) scanStep(k, v *[]byte) bool {
 			return false
 		}
 		*k, *v = it.t.pers.leafKV(it.next)
-		touchKV(*k, *v) // read by the caller, after the guard
+		it.touch(*k, *v)
 		it.next++
 		return true
 	}
@@ -204,7 +228,7 @@ func (it *Iterator) scanStep(k, v *[]byte) bool {
 		return false
 	}
 	*k, *v = it.t.pers.leafKV(it.next - 1)
-	touchKV(*k, *v)
+	it.touch(*k, *v)
 	it.next--
 	return true
 }

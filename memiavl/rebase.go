@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
+	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
@@ -211,14 +212,16 @@ func (rb *Rebaser) Rebase(ctx context.Context, t *Tree) (_ *Tree, err error) {
 	}
 	rb.version = t.version
 	nt := &Tree{pers: rb.base.pers, root: root, saved: root, version: t.version, initial: t.initial}
-	baseHash, err := rb.base.RootHashChecked()
-	if err != nil {
-		return nil, err
-	}
-	if n := t.next; n != nil && n.from == rb.m.version && bytes.Equal(n.fromHash, baseHash) {
-		// the new snapshot holds t's own version from: every key that
-		// differs from it is in the set
-		nt.touched = n
+	if n := t.next; n != nil && n.from == rb.m.version {
+		baseHash := nodehash.Empty()
+		if !rb.base.root.isNil() {
+			baseHash = rb.base.hashOf(rb.base.root)
+		}
+		if bytes.Equal(n.fromHash, baseHash) {
+			// the new snapshot holds t's own version from: every
+			// key that differs from it is in the set
+			nt.touched = n
+		}
 	}
 	return nt, nil
 }

@@ -205,7 +205,6 @@ func newCrashRef(seed int64) *crashRef {
 	return ref
 }
 
-// reset empties the reference, back to the given stores at version 0.
 // appHash returns the app hash of the reference trees at version v.
 func (ref *crashRef) appHash(t *testing.T, v int64) []byte {
 	t.Helper()
@@ -216,6 +215,7 @@ func (ref *crashRef) appHash(t *testing.T, v int64) []byte {
 	return info.Hash()
 }
 
+// reset empties the reference, back to the given stores at version 0.
 func (ref *crashRef) reset(stores []string) {
 	ref.trees, ref.version = map[string]*memiavl.Tree{}, 0
 	for _, name := range stores {

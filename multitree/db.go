@@ -1213,7 +1213,8 @@ const hashAfterApplyPairs = 64
 // value may be a slice of a working tree's snapshot (GetZeroCopy): it is
 // copied, read under a fault guard, so that a file cut short under its
 // mapping meanwhile fails here with ErrCorrupt instead of faulting in the
-// log's write.
+// log's write. A slice read through a View is not copied: hold the view
+// until the version is committed, or copy it.
 func (db *DB) Set(store string, key, value []byte) error {
 	return db.write(store, wal.KVPair{Key: key, Value: value})
 }
@@ -1745,8 +1746,10 @@ func (db *DB) unmapLater(closeAll func(), collect bool) {
 		if collect && db.log != nil {
 			// The log's queue (AsyncCommitBuffer) may still hold entries
 			// of the versions read from these snapshots, with values read
-			// from them without a copy (GetZeroCopy) and set again: they
-			// are written before the snapshots are unmapped.
+			// from them without a copy (GetZeroCopy through a view) and
+			// set again (Set copies only those of the working trees'
+			// snapshots): they are written before the snapshots are
+			// unmapped.
 			_ = db.log.Flush()
 		}
 		if hook != nil {

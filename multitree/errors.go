@@ -58,9 +58,11 @@ var (
 
 // asCorrupt makes damage met by a tree, a snapshot or the log (their
 // ErrCorrupt, which err wraps) the database's ErrCorrupt as well, so that
-// errors.Is(err, ErrCorrupt) finds it whichever layer met it.
+// errors.Is(err, ErrCorrupt) finds it whichever layer met it. Background
+// failures (ErrRewrite) are left as they are: Commit reports them after
+// committing, joined, and their parts are told apart by the caller.
 func asCorrupt(err error) error {
-	if err == nil || errors.Is(err, ErrCorrupt) {
+	if err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrRewrite) {
 		return err
 	}
 	if errors.Is(err, memiavl.ErrCorrupt) || errors.Is(err, snapshot.ErrCorrupt) || errors.Is(err, wal.ErrCorrupt) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -366,5 +367,31 @@ func TestSetZeroCopyValueCopied(t *testing.T) {
 				t.Fatalf("logged value %q, %v; want %q", got, err, want)
 			}
 		})
+	}
+}
+
+// TestCommitKeepsJoinedFailures: the background failures Commit reports
+// after committing are joined (errors.Join), and a caller tells their
+// parts apart (compat stops the node unless all are failed rewrites):
+// Commit hands the join over as it is, even when a part wraps a tree's
+// ErrCorrupt, which Commit's own failures are wrapped in ErrCorrupt for.
+func TestCommitKeepsJoinedFailures(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rewrite := fmt.Errorf("%w: snapshot at version 1: %w", ErrRewrite, fmt.Errorf("replaying: %w", memiavl.ErrCorrupt))
+	check := errors.New("check of the snapshot opened: I/O error")
+	joined := errors.Join(rewrite, check)
+	db.mu.Lock()
+	db.mu.bgErr = joined
+	db.mu.Unlock()
+	if err := db.Set("a", []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Commit()
+	if err != joined {
+		t.Fatalf("Commit: %#v, want the joined background failures as they are", err)
 	}
 }
