@@ -1213,8 +1213,8 @@ const hashAfterApplyPairs = 64
 // value may be a slice of a working tree's snapshot (GetZeroCopy): it is
 // copied, read under a fault guard, so that a file cut short under its
 // mapping meanwhile fails here with ErrCorrupt instead of faulting in the
-// log's write. A slice read through a View is not copied: hold the view
-// until the version is committed, or copy it.
+// log's write; so is one read through a View, which may be released
+// before the version is committed.
 func (db *DB) Set(store string, key, value []byte) error {
 	return db.write(store, wal.KVPair{Key: key, Value: value})
 }
@@ -1235,10 +1235,10 @@ func (db *DB) write(store string, p wal.KVPair) (err error) {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, store)
 	}
-	if p.Key, err = db.mu.gen.copyHeld(p.Key); err != nil {
+	if p.Key, err = copyMapped(p.Key); err != nil {
 		return fmt.Errorf("store %q: %w", store, err)
 	}
-	if p.Value, err = db.mu.gen.copyHeld(p.Value); err != nil {
+	if p.Value, err = copyMapped(p.Value); err != nil {
 		return fmt.Errorf("store %q: %w", store, err)
 	}
 	if err := applyPair(t, store, p); err != nil {
@@ -1249,17 +1249,16 @@ func (db *DB) write(store string, p wal.KVPair) (err error) {
 	return nil
 }
 
-// detachHeld returns css with the keys and values that lie in a snapshot
-// of the database (slices from GetZeroCopy) copied (see
-// generation.copyHeld), css itself when there are none: the log's write
-// of the version then reads nothing mapped. css is left as it is.
+// detachHeld returns css with the keys and values that are slices of an
+// open snapshot (from GetZeroCopy) copied (see copyMapped), css itself when
+// there are none: the trees and the log's write of the version then hold
+// nothing mapped. css is left as it is.
 func (db *DB) detachHeld(css []wal.ChangeSet) ([]wal.ChangeSet, error) {
-	g := db.mu.gen
 	var out []wal.ChangeSet
 	for i, cs := range css {
 		var pairs []wal.KVPair
 		for j, p := range cs.Pairs {
-			if !g.mayHold(p.Key) && !g.mayHold(p.Value) {
+			if snapshot.Mapping(p.Key) == nil && snapshot.Mapping(p.Value) == nil {
 				continue
 			}
 			if out == nil {
@@ -1270,10 +1269,10 @@ func (db *DB) detachHeld(css []wal.ChangeSet) ([]wal.ChangeSet, error) {
 				out[i].Pairs = pairs
 			}
 			var err error
-			if pairs[j].Key, err = g.copyHeld(p.Key); err != nil {
+			if pairs[j].Key, err = copyMapped(p.Key); err != nil {
 				return nil, fmt.Errorf("store %q: %w", cs.Name, err)
 			}
-			if pairs[j].Value, err = g.copyHeld(p.Value); err != nil {
+			if pairs[j].Value, err = copyMapped(p.Value); err != nil {
 				return nil, fmt.Errorf("store %q: %w", cs.Name, err)
 			}
 		}
@@ -1745,11 +1744,10 @@ func (db *DB) unmapLater(closeAll func(), collect bool) {
 		defer db.unmapper.wg.Done()
 		if collect && db.log != nil {
 			// The log's queue (AsyncCommitBuffer) may still hold entries
-			// of the versions read from these snapshots, with values read
-			// from them without a copy (GetZeroCopy through a view) and
-			// set again (Set copies only those of the working trees'
-			// snapshots): they are written before the snapshots are
-			// unmapped.
+			// of the versions read from these snapshots. Set copies the
+			// keys and values that are slices of a snapshot
+			// (copyMapped), so none should point into them; they are
+			// written before the snapshots are unmapped all the same.
 			_ = db.log.Flush()
 		}
 		if hook != nil {

@@ -11,10 +11,8 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
@@ -39,60 +37,30 @@ type generation struct {
 	// trees' in-memory nodes, most of the heap, are then garbage once the
 	// last view of them goes (see DB.unmapLater).
 	replaced bool
-
-	spanOnce       sync.Once
-	spanLo, spanHi uintptr // see mayHold
 }
 
-// mayHold reports whether b may lie in the key/value data of one of the
-// generation's snapshots: whether it starts inside the smallest range of
-// addresses that holds all of them. A quick test, to find the keys and
-// values from GetZeroCopy among many.
-func (g *generation) mayHold(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	g.spanOnce.Do(func() {
-		for _, s := range g.snaps {
-			lo, hi := s.KVSpan()
-			if lo == hi {
-				continue
-			}
-			if g.spanHi == 0 || lo < g.spanLo {
-				g.spanLo = lo
-			}
-			g.spanHi = max(g.spanHi, hi)
-		}
-	})
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return p >= g.spanLo && p < g.spanHi
-}
-
-// copyHeld returns a copy of b, read under a fault guard, when it lies in
-// the key/value data of one of the generation's snapshots, and b itself
+// copyMapped returns a copy of b, read under a fault guard, when it is a
+// slice of an open snapshot's key/value data (snapshot.Mapping: a value
+// from GetZeroCopy, through the working trees or any view), and b itself
 // otherwise: a page the file no longer has (cut short under the mapping,
 // or a failed disk read) is an error wrapping ErrCorrupt here.
-func (g *generation) copyHeld(b []byte) (c []byte, err error) {
-	if !g.mayHold(b) {
-		return b, nil
-	}
-	var ss []*snapshot.Snapshot
-	for _, s := range g.snaps {
-		if s.Holds(b) {
-			ss = append(ss, s)
-		}
-	}
-	if ss == nil {
+func copyMapped(b []byte) (c []byte, err error) {
+	s := snapshot.Mapping(b)
+	if s == nil {
 		return b, nil
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			e, ok := snapshot.FaultFrom(r, ss...)
-			if !ok {
+			e, ok := snapshot.FaultFrom(r, s)
+			switch {
+			case !ok:
 				panic(r)
+			case errors.Is(e, snapshot.ErrClosed):
+				err = fmt.Errorf("multitree: a key or value read from a snapshot closed meanwhile (a released view): %w", e)
+			default:
+				err = fmt.Errorf("%w: %w", ErrCorrupt, e)
 			}
-			err = fmt.Errorf("%w: %w", ErrCorrupt, e)
 		}
 	}()
 	return bytes.Clone(b), nil

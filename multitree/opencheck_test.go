@@ -395,3 +395,44 @@ func TestCommitKeepsJoinedFailures(t *testing.T) {
 		t.Fatalf("Commit: %#v, want the joined background failures as they are", err)
 	}
 }
+
+// TestSetValueOfReleasedView: a value read through a view (GetZeroCopy), of
+// a snapshot the working trees no longer use, is copied by Set, so that the
+// view may be released, and the snapshot unmapped, before the commit.
+func TestSetValueOfReleasedView(t *testing.T) {
+	dir := snapshotOf(t, 2000, "a")
+	db, err := Open(dir, Options{SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	view, err := db.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := view.Tree("a").GetZeroCopy([]byte(fmt.Sprintf("key-%08d", 10)))
+	if err != nil || v == nil {
+		t.Fatalf("GetZeroCopy: %v, %v", v, err)
+	}
+	want := bytes.Clone(v)
+	if err := db.Set("a", []byte("new"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil { // the working trees leave the view's snapshot
+		t.Fatal(err)
+	}
+	if err := db.Set("a", []byte("copy"), v); err != nil {
+		t.Fatal(err)
+	}
+	view.Release() // the last reference: the snapshot is unmapped
+	db.unmapper.wg.Wait()
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Get("a", []byte("copy")); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Get: %q, %v; want %q", got, err, want)
+	}
+}

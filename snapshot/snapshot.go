@@ -123,6 +123,7 @@ func OpenAs(dir, named string) (*Snapshot, error) {
 		s.maps[i] = b
 	}
 	s.setViews()
+	registerKVs(s)
 	return s, nil
 }
 
@@ -296,6 +297,9 @@ func (s *Snapshot) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	if s.mapped {
+		unregisterKVs(s)
+	}
 	var errs []error
 	for i, b := range s.maps {
 		if b != nil && s.mapped {
@@ -332,16 +336,6 @@ func (s *Snapshot) LeafCount() uint64 { return s.leafCount }
 
 // BranchCount returns the number of branches.
 func (s *Snapshot) BranchCount() uint64 { return s.branchCount }
-
-// KVSpan returns the addresses [lo, hi) of the snapshot's mapped key/value
-// data, where Holds looks; lo == hi when it has none.
-func (s *Snapshot) KVSpan() (lo, hi uintptr) {
-	if len(s.kvs) == 0 {
-		return 0, 0
-	}
-	lo = uintptr(unsafe.Pointer(unsafe.SliceData(s.kvs)))
-	return lo, lo + uintptr(len(s.kvs))
-}
 
 // Holds reports whether b lies inside the snapshot's mapped key/value data:
 // whether it is a key or value returned by an accessor and becomes invalid
