@@ -104,8 +104,9 @@ func (o ImportOptions) validate(version int64) error {
 // snapshot 0) or log entries without current and without the marker an
 // import writes first are a database that lost its current pointer, and
 // are refused (ErrCorrupt). A failed import leaves no database behind, and
-// removes dir if it created it. Each source is read by one goroutine, up to
-// opts.Concurrency sources at a time; when one fails the others stop early.
+// removes dir if it created it, with the parents it created that stay
+// empty. Each source is read by one goroutine, up to opts.Concurrency
+// sources at a time; when one fails the others stop early.
 // Memory is bounded by the trees' heights: nodes go straight to the
 // snapshot files.
 func Import(dir string, version int64, sources map[string]NodeSource, opts ImportOptions) (_ *storetypes.CommitInfo, err error) {
@@ -219,7 +220,10 @@ type Importer struct {
 	existLock *os.File // on dir, when replacing a database there
 	owned     bool     // target holds no database but what this import writes
 	created   bool     // dir did not exist: a failed import removes it
-	current   bool     // the current pointer of target was written
+	// createdTop is the outermost of dir and its parents that did not
+	// exist either: a failed import removes those that stay empty
+	createdTop string
+	current    bool // the current pointer of target was written
 
 	mu struct {
 		sync.Mutex
@@ -276,6 +280,13 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 		}
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 			im.created = true
+			im.createdTop = filepath.Clean(dir)
+			for d := filepath.Dir(im.createdTop); d != im.createdTop; d = filepath.Dir(d) {
+				if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+					break
+				}
+				im.createdTop = d
+			}
 		}
 	}
 	if err := mkdirDurable(im.target); err != nil {
@@ -765,6 +776,13 @@ func (im *Importer) abort() {
 			}
 			if im.created {
 				_ = os.RemoveAll(im.dir)
+				// then the parents it made, while they stay empty
+				for d := filepath.Clean(im.dir); d != im.createdTop; {
+					d = filepath.Dir(d)
+					if os.Remove(d) != nil {
+						break
+					}
+				}
 			}
 		}
 	}

@@ -199,6 +199,23 @@ type errSource struct{}
 
 func (errSource) Next() (*memiavl.ExportNode, error) { return nil, errors.New("stream broke") }
 
+// TestFailedImportRemovesParentsItMade: a failed import into a directory
+// whose parents it had to create removes them too, and nothing it did not
+// make.
+func TestFailedImportRemovesParentsItMade(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "a", "b", "db")
+	if _, err := multitree.Import(dir, 3, map[string]multitree.NodeSource{"a": errSource{}}, multitree.ImportOptions{}); err == nil {
+		t.Fatal("import succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(base, "a")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a failed import left the parents it made: %v", err)
+	}
+	if _, err := os.Stat(base); err != nil {
+		t.Fatalf("a failed import removed a directory it did not make: %v", err)
+	}
+}
+
 func TestImportFailuresLeaveNoDatabase(t *testing.T) {
 	one := func() memiavl.ExportNode {
 		return memiavl.ExportNode{Key: []byte("k"), Value: []byte("v"), Version: 1}
