@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
+	"github.com/seed-6dfbb450/memiavl/internal/pages"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
@@ -590,7 +591,7 @@ func (s *refTreeSource) Next() (n *memiavl.ExportNode, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer s.t.recoverFault(&err)
 	if n, err = s.next(); n != nil {
-		touchPages(n.Key, n.Value)
+		pages.Touch(n.Key, n.Value)
 	}
 	return n, err
 }
@@ -615,23 +616,6 @@ func (t *refTree) recoverFault(err *error) {
 		}
 	}
 	panic(r)
-}
-
-// touchPages reads a byte of every page the slices span (see Next); not
-// inlined, so that the reads are not removed.
-//
-//go:noinline
-func touchPages(bs ...[]byte) byte {
-	var x byte
-	for _, b := range bs {
-		for i := 0; i < len(b); i += 4096 {
-			x ^= b[i]
-		}
-		if len(b) > 0 {
-			x ^= b[len(b)-1]
-		}
-	}
-	return x
 }
 
 func (s *refTreeSource) next() (*memiavl.ExportNode, error) {

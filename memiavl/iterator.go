@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"runtime/debug"
 	"unsafe"
+
+	"github.com/seed-6dfbb450/memiavl/internal/pages"
 )
 
 // Iterator walks the keys of a tree within [start, end) in ascending or
@@ -38,7 +40,7 @@ type Iterator struct {
 	batch  [scanBatch]struct{ k, v []byte }
 	bi, bn int
 	// touched gathers the bytes the scan reads of the keys and values it
-	// hands out, page the page (address / touchStride) of the last read
+	// hands out, page the page (address / pages.Stride) of the last read
 	// (see touch)
 	touched byte
 	page    uintptr
@@ -53,8 +55,8 @@ func (it *Iterator) touch(k, v []byte) {
 	if len(k) > 0 && len(v) > 0 {
 		kp := uintptr(unsafe.Pointer(unsafe.SliceData(k)))
 		vp := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
-		last := (vp + uintptr(len(v)) - 1) / touchStride
-		if vp >= kp+uintptr(len(k)) && kp/touchStride == last && last == it.page {
+		last := (vp + uintptr(len(v)) - 1) / pages.Stride
+		if vp >= kp+uintptr(len(k)) && kp/pages.Stride == last && last == it.page {
 			return
 		}
 		it.page = last

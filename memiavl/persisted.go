@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/seed-6dfbb450/memiavl/internal/pages"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
@@ -175,32 +176,13 @@ func (p persisted) leafKV(i uint64) ([]byte, []byte) {
 	return k, v
 }
 
-// touchKV reads a byte of every page the key and value slices of a
-// snapshot span, and returns them combined. Keys and values handed out as
-// slices of the map (by iterators, exports, GetZeroCopy) are read by the
-// caller after the operation's fault guard has ended: reading their pages
-// under the guard makes a page the file no longer has (cut short under the
-// mapping) or that the disk cannot return an ErrCorrupt of the operation,
-// instead of a fault in the caller, which would end the process. Not
-// inlined, so that the reads are not removed.
-//
-//go:noinline
-func touchKV(k, v []byte) byte {
-	var x byte
-	for _, b := range [2][]byte{k, v} {
-		if len(b) == 0 {
-			continue
-		}
-		for i := 0; i < len(b); i += touchStride {
-			x ^= b[i]
-		}
-		x ^= b[len(b)-1]
-	}
-	return x
-}
-
-// touchStride is the step of touchKV's reads: the smallest page size.
-const touchStride = 4096
+// touchKV reads the pages of a key and a value of the snapshot that are
+// handed out as slices of the map (by iterators, exports, GetZeroCopy) and
+// read by the caller after the operation's fault guard has ended: a page
+// the file no longer has, or that the disk cannot return, is then an
+// ErrCorrupt of the operation instead of a fault in the caller, which
+// would end the process.
+func touchKV(k, v []byte) byte { return pages.Touch(k, v) }
 
 // corruptError carries a corruption found deep inside a tree operation up to
 // the exported method, which returns it as an error.
