@@ -116,7 +116,7 @@ func TestUsageErrors(t *testing.T) {
 	if err := os.Symlink(app, link); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{
+	cases := [][]string{
 		{"import-iavl", app, app},
 		{"import-iavl", "--backend", "pebbledb", app, filepath.Join(app, "memiavl.db")},
 		{"import-iavl", link, filepath.Join(app, "memiavl.db")},
@@ -151,7 +151,11 @@ func TestUsageErrors(t *testing.T) {
 		{"rewrite-snapshot", ""},
 		{"import-iavl", "", dir},
 		{"import-memiavl", dir, ""},
-	} {
+	}
+	if !rocksdbBuilt {
+		cases = append(cases, []string{"import-iavl", "--backend", "rocksdb", app, filepath.Join(dir, "memiavl.db")})
+	}
+	for _, args := range cases {
 		code, out, errs := cli(t, args...)
 		if code != exitUsage {
 			t.Errorf("memiavl %v: exit %d, want %d\nstdout %q\nstderr %q", args, code, exitUsage, out, errs)

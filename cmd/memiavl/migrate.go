@@ -65,6 +65,9 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 	default:
 		return usagef("unknown --backend %q (want goleveldb, pebbledb or rocksdb)", o.backend)
 	}
+	if backend == dbm.RocksDBBackend && !rocksdbBuilt {
+		return usagef("--backend rocksdb needs a memiavl built with the rocksdb tag (go build -tags rocksdb); this one reads goleveldb and pebbledb")
+	}
 	if len(o.stores) == 0 {
 		o.stores = nil // an empty --stores '' means the default: every store
 	}
