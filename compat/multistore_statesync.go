@@ -8,6 +8,8 @@ import (
 	snapshottypes "cosmossdk.io/store/snapshots/types"
 	"cosmossdk.io/store/types"
 	protoio "github.com/cosmos/gogoproto/io"
+
+	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
 // The multistore's part of state sync (snapshottypes.Snapshotter): the
@@ -36,15 +38,30 @@ func (s *MultiStore) Snapshot(height uint64, protoWriter protoio.Writer) error {
 }
 
 // Restore implements snapshottypes.Snapshotter with RestoreDB: the database
-// is closed, replaced by the one restored at height (which requires it to be
-// empty, at version 0, or already at height) and the multistore is reloaded,
-// as rootmulti reloads after a restore. Every mounted IAVL store must be in
+// is closed, replaced by the one restored at height and the multistore is
+// reloaded, as rootmulti reloads after a restore. As rootmulti's (whose IAVL
+// importers refuse a tree with versions), it restores only into a database
+// that has committed nothing: one at a version above 0 is refused before
+// anything is touched, also at the snapshot's height, whose state may not
+// be the snapshot's. Every mounted IAVL store must be in
 // the stream, as rootmulti requires (its reload refuses a store the
 // snapshot lacks): a stream without one, such as one cut cleanly between
 // two stores, is refused with ErrSnapshotStream and nothing is restored.
 // After a failed restore the multistore is reloaded on the database as it
 // was.
 func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.Reader) (snapshottypes.SnapshotItem, error) {
+	var v int64
+	if db := s.db.Load(); db != nil {
+		v = db.Version()
+	} else {
+		var err error
+		if v, err = multitree.LatestVersion(s.dir); err != nil {
+			return snapshottypes.SnapshotItem{}, fmt.Errorf("restore: %w", err)
+		}
+	}
+	if v != 0 {
+		return snapshottypes.SnapshotItem{}, fmt.Errorf("restore: found database at version %d, must be 0: %w", v, multitree.ErrExists)
+	}
 	if err := s.closeDB(); err != nil {
 		return snapshottypes.SnapshotItem{}, err
 	}

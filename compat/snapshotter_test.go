@@ -368,6 +368,45 @@ func TestRestoreRefusesMissingMountedStore(t *testing.T) {
 	}
 }
 
+// TestRestoreRefusesCommittedDatabase restores, side by side with
+// rootmulti, a snapshot of height 6 into multistores that committed blocks
+// of their own: below, at and above the snapshot's height. Both refuse in
+// every case, ours before touching anything, so each keeps its own state
+// (at height 6 a replace would have swapped it for the snapshot's).
+func TestRestoreRefusesCommittedDatabase(t *testing.T) {
+	r := testutil.Rand(t)
+	src, _ := ssOurs(t, t.TempDir(), ssBlocks(r, ssStores, 6, 10))
+	defer src.Close()
+	stream := ssStream(t, src, 6)
+	for _, n := range []int{1, 6, 7} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			keys := keyring{}
+			m := mount{iavl: ssStores}
+			p := &pair{t: t, keys: keys, odb: dbm.NewMemDB(), dir: filepath.Join(t.TempDir(), "db"), cfg: testConfig()}
+			p.oracle = newOracle(t, p.odb, keys, m, nil)
+			p.ours = newOurs(t, p.dir, p.cfg, keys, m, nil)
+			defer p.ours.Close()
+			for i := 0; i < n; i++ {
+				p.commit(map[string][][2][]byte{"bank": {{[]byte("own"), []byte(fmt.Sprint(i))}}})
+			}
+			before := p.ours.LastCommitID()
+			if _, err := p.oracle.Restore(6, snapshottypes.CurrentFormat, ssReader(stream)); err == nil {
+				t.Fatal("rootmulti restored over committed versions")
+			}
+			if _, err := p.ours.Restore(6, snapshottypes.CurrentFormat, ssReader(stream)); !errors.Is(err, multitree.ErrExists) {
+				t.Fatalf("restore over version %d: %v, want ErrExists", n, err)
+			}
+			if after := p.ours.LastCommitID(); after.Version != before.Version || !bytes.Equal(after.Hash, before.Hash) {
+				t.Fatalf("a refused restore changed the state: %v, was %v", after, before)
+			}
+			// still the multistore it was: the next block commits
+			if id := p.commit(map[string][][2][]byte{"gov": {{[]byte("next"), []byte("v")}}}); id.Version != int64(n)+1 {
+				t.Fatalf("next block committed version %d", id.Version)
+			}
+		})
+	}
+}
+
 // ssItems decodes a delimited stream into its items.
 func ssItems(t *testing.T, b []byte) []*snapshottypes.SnapshotItem {
 	t.Helper()
