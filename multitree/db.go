@@ -599,12 +599,13 @@ func checkBaseKept(dir string, base int64) error {
 
 // backgroundCheck runs Open's check of the snapshot's checksums
 // (OpenCheckBackground) and leaves a failure for the next Commit or Close.
-// Close cancels it.
+// Close cancels it: a check stopped before it found damage reports
+// nothing.
 func (db *DB) backgroundCheck(checks []storeCheck) {
 	defer db.wg.Done()
 	defer close(db.checked)
 	err := runChecks(db.ctx, checks)
-	if err != nil && db.ctx.Err() != nil {
+	if err != nil && !errors.Is(err, ErrCorrupt) && db.ctx.Err() != nil {
 		err = ErrClosed
 	}
 	db.checkErr = err
@@ -620,8 +621,9 @@ func (db *DB) backgroundCheck(checks []storeCheck) {
 // started in the background (OpenCheckBackground) and returns its result:
 // nil for sound files, or when no check runs in the background
 // (OpenCheckSync checks before Open returns, OpenCheckNone not at all); an
-// error wrapping ErrCorrupt for damage, which the next Commit or Close
-// reports all the same; ErrClosed if Close stopped the check; ctx's error
+// error wrapping ErrCorrupt for damage, which the next Commit, or a Close
+// after the check ended, reports all the same; ErrClosed if Close stopped
+// the check before it ended; ctx's error
 // if ctx ends first (a check already finished gives its result even then).
 func (db *DB) WaitOpenCheck(ctx context.Context) error {
 	if db.checked == nil {

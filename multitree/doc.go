@@ -81,7 +81,8 @@
 // their checksums (Options.OpenCheck): by default on a goroutine of the
 // database after Open returns, so that a restart costs no full read, with
 // damage reported by the next Commit (after it commits its version, as an
-// error wrapping ErrCorrupt) or by Close, and by WaitOpenCheck; or before
+// error wrapping ErrCorrupt), by WaitOpenCheck, or by Close if the check
+// had ended (Close stops a check still running); or before
 // Open returns (OpenCheckSync); or not at all. The check reads the files
 // with read(2), not through their mappings, so it adds nothing to the
 // process's resident memory; RewriteRateLimit paces the background one.

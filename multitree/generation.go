@@ -211,11 +211,12 @@ func runChecks(ctx context.Context, checks []storeCheck) error {
 	defer closeChecks(checks)
 	for _, c := range checks {
 		if err := c.check.Run(ctx); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+			// damage found is reported even if ctx ended meanwhile
 			if errors.Is(err, snapshot.ErrCorrupt) {
 				return fmt.Errorf("%w: store %q: %w", ErrCorrupt, c.name, err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
 			return fmt.Errorf("store %q: check of the snapshot's checksums: %w", c.name, err)
 		}

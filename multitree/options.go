@@ -39,7 +39,10 @@ const (
 	// after Open returns, so that a restart is as fast as without a
 	// check. Damage is reported by the next Commit, after it has
 	// committed its version, as an error wrapping ErrCorrupt, or by Close
-	// if no Commit came. Reads before the check ends are not held back.
+	// if no Commit came and the check had ended: Close stops a check
+	// still running, so a database opened and closed at once may never
+	// read its files (WaitOpenCheck waits for the result). Reads before
+	// the check ends are not held back.
 	OpenCheckBackground OpenCheck = iota
 	// OpenCheckSync checks them before Open returns, which then reads
 	// every file of the snapshot once (seconds for gigabytes), and fails
