@@ -72,10 +72,15 @@
 // Whatever the policy, a crash loses a suffix of the log, never an entry in
 // the middle, as long as the file system persists a file's data in order
 // (which fsync guarantees for fsynced data). It can leave a torn last
-// record, which Open cuts off. Under SyncGrouped and SyncNone, a file system
-// that writes back unsynced pages out of order can leave a zeroed gap before
-// later unsynced records; Open or Replay reports that as corruption rather
-// than drop records it cannot prove were unacknowledged.
+// record, which Open cuts off. A file system that writes back unsynced
+// pages out of order can also leave a page of zeros before later unsynced
+// bytes: where that page starts at a record's frame header (zeros from the
+// header to the page's end), Open cuts the log there as a torn tail, with
+// everything after it, which no fsync had made durable (under
+// SyncEveryCommit, never acknowledged). A zeroed gap elsewhere (inside a
+// record's body, with records after it, as an unsynced batch of records can
+// leave) is reported as corruption by Open or Replay rather than drop
+// records it cannot prove were unacknowledged.
 //
 // # Reading and recovery
 //

@@ -246,12 +246,30 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll bool) (e
 	return off, next - 1, nil
 }
 
+// unwrittenPage is the smallest unit in which a file system writes a file's
+// data back: a page, or a block of at least this size.
+const unwrittenPage = 4096
+
 // tornAfterBadHeader decides whether a record whose frame header failed its
 // length check, at off in the newest segment, is a torn tail.
+//
+// It is when only zeros follow; when the rest of the file is exactly the
+// record's body with a damaged length field; and when the header and the
+// rest of its page are zeros, whatever follows: that is a page the file
+// system had not written back when the system stopped (no frame header is
+// all zeros), and the bytes after it were written after it, so that no
+// fsync had returned for any of them (it would have written the page back
+// too). They were never durable, so under SyncEveryCommit never
+// acknowledged, and the log drops them as the suffix a crash loses.
 func tornAfterBadHeader(f file, hdr []byte, off, size, next int64) (bool, error) {
 	zeros, err := allZero(f, off, size)
 	if err != nil || zeros {
 		return zeros, err
+	}
+	if pageEnd := (off/unwrittenPage + 1) * unwrittenPage; pageEnd-off >= frameHeaderSize && pageEnd <= size {
+		if zeros, err := allZero(f, off, pageEnd); err != nil || zeros {
+			return zeros, err
+		}
 	}
 	n := size - off - frameHeaderSize
 	if n < minBodySize || n > MaxEntrySize {

@@ -185,6 +185,96 @@ func TestTornTailZeroFill(t *testing.T) {
 	mustClose(t, l)
 }
 
+// TestTornTailUnwrittenPage: a file system that writes unsynced pages back
+// out of order can lose the page where a record starts while later pages of
+// it, or of records after it, reach the disk. Zeros from a frame header to
+// the end of its page are such a page: Open cuts the log there, with all
+// that follows (none of it was fsynced), and a read-only Open reads the log
+// up to it. Zeros that stop before the page ends, or a damaged header that
+// is not zeros, are still corruption.
+func TestTornTailUnwrittenPage(t *testing.T) {
+	rng := newRand(t)
+	pageEnd := func(off int64) int64 { return (off/unwrittenPage + 1) * unwrittenPage }
+	var (
+		entries []Entry
+		data    []byte
+		offs    []int64
+	)
+	// versions 5 and 6 span pages, and each of 5 and 6 starts in the
+	// first half of a page, whose rest then holds its value of sevens
+	for {
+		entries = makeEntries(rng, 6, smallShape)
+		for _, i := range []int{4, 5} {
+			entries[i].ChangeSets = append(entries[i].ChangeSets, ChangeSet{Name: "big", Pairs: []KVPair{{Key: []byte("k"), Value: bytes.Repeat([]byte{7}, 3*unwrittenPage)}}})
+		}
+		fs := newMemFS()
+		l := mustOpen(t, memDir, Options{fs: fs})
+		mustAppend(t, l, entries...)
+		mustClose(t, l)
+		data = fs.get(memPath(1))
+		offs = recordOffsets(t, data)
+		if offs[4]%unwrittenPage < unwrittenPage/2 && offs[5]%unwrittenPage < unwrittenPage/2 {
+			break
+		}
+	}
+
+	for _, c := range []struct {
+		name string
+		rec  int   // the record whose page is lost
+		to   int64 // zeros from its header up to here
+		last int64 // LastVersion after a successful open; 0: corruption
+	}{
+		// the last record's first page lost, its later pages written
+		{"last record", 5, pageEnd(offs[5]), 5},
+		// 5's first page lost, the rest of 5 and all of 6 written
+		{"records after it", 4, pageEnd(offs[4]), 4},
+		// a whole page of zeros from a page boundary, into the record
+		{"whole page", 5, pageEnd(offs[5]) + unwrittenPage, 5},
+		// zeros that stop inside the page are not a lost page
+		{"zeros short of the page end", 5, pageEnd(offs[5]) - 1, 0},
+		{"header only", 4, offs[4] + frameHeaderSize, 0},
+	} {
+		img := slices.Clone(data)
+		clear(img[offs[c.rec]:c.to])
+		if c.last == 0 {
+			fs := newMemFS()
+			fs.put(memPath(1), slices.Clone(img))
+			_, err := Open(memDir, Options{fs: fs})
+			wantCorruption(t, err, memPath(1), offs[c.rec])
+			if !bytes.Equal(fs.get(memPath(1)), img) {
+				t.Fatalf("%s: a failed open modified the segment", c.name)
+			}
+			continue
+		}
+		// read-only: the log up to the lost page, the file untouched
+		fs := newMemFS()
+		fs.put(memPath(1), slices.Clone(img))
+		ro := mustOpen(t, memDir, Options{fs: fs, ReadOnly: true})
+		if ro.LastVersion() != c.last {
+			t.Fatalf("%s: read-only LastVersion %d, want %d", c.name, ro.LastVersion(), c.last)
+		}
+		checkReplay(t, ro, entries[:c.last])
+		mustClose(t, ro)
+		if !bytes.Equal(fs.get(memPath(1)), img) {
+			t.Fatalf("%s: a read-only open modified the segment", c.name)
+		}
+		// writable: cut there, reported, and the lost version appends again
+		l := mustOpen(t, memDir, Options{fs: fs})
+		if l.LastVersion() != c.last {
+			t.Fatalf("%s: LastVersion %d, want %d", c.name, l.LastVersion(), c.last)
+		}
+		if tt, ok := l.TornTail(); !ok || tt.Offset != offs[c.rec] || tt.Bytes != int64(len(img))-offs[c.rec] {
+			t.Fatalf("%s: torn tail %+v %v, want %d bytes at %d", c.name, tt, ok, int64(len(img))-offs[c.rec], offs[c.rec])
+		}
+		if got := fs.get(memPath(1)); !bytes.Equal(got, data[:offs[c.rec]]) {
+			t.Fatalf("%s: segment not cut back to %d bytes (%d)", c.name, offs[c.rec], len(got))
+		}
+		mustAppend(t, l, entries[c.last:]...)
+		checkReplay(t, l, entries)
+		mustClose(t, l)
+	}
+}
+
 // TestGarbageAfterTailIsCorruption: bytes after the last record that are
 // neither a record, zeros, nor a cut-off record are not what a crash
 // leaves; Open refuses rather than guess.
