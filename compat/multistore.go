@@ -47,11 +47,10 @@ import (
 //
 // Differences from rootmulti, all documented on the methods: pruning is by
 // snapshots (Config) rather than SetPruning; there is no inter-block cache
-// or IAVL node cache to configure; a store deleted or renamed by
-// StoreUpgrades leaves the multistore at load time rather than at the next
-// Commit; a store that is in the database but no longer mounted is dropped
-// from the working version (rootmulti drops it from the app hash too); the
-// "/subspace" query reads the last committed version.
+// or IAVL node cache to configure; a store that is in the database but no
+// longer mounted is dropped from the working version (rootmulti drops it
+// from the app hash too); the "/subspace" query reads the last committed
+// version.
 type MultiStore struct {
 	dir    string
 	cfg    Config
