@@ -74,10 +74,12 @@
 // (which fsync guarantees for fsynced data). It can leave a torn last
 // record, which Open cuts off. A file system that writes back unsynced
 // pages out of order can also leave a page of zeros before later unsynced
-// bytes: where that page starts at a record's frame header (zeros from the
+// bytes: where that page holds a record's frame header (zeros from the
 // header to the page's end), Open cuts the log there as a torn tail, with
 // everything after it, which no fsync had made durable (under
-// SyncEveryCommit, never acknowledged). A zeroed gap elsewhere (inside a
+// SyncEveryCommit, never acknowledged); when the whole page is zeros and
+// starts inside the record before, whose body then fails, that record is
+// cut too. A zeroed gap elsewhere (inside a
 // record's body, with records after it, as an unsynced batch of records can
 // leave) is reported as corruption by Open or Replay rather than drop
 // records it cannot prove were unacknowledged.

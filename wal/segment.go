@@ -237,7 +237,11 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll bool) (e
 			return 0, 0, err
 		}
 		if !ok {
-			if torn, err := tornFrom(off); err != nil || torn {
+			torn, err := tornFrom(off)
+			if err == nil && !torn && tail {
+				torn, err = lostPageAcross(f, prev+frameHeaderSize, off, size)
+			}
+			if err != nil || torn {
 				return prev, next - 2, err
 			}
 			return 0, 0, corruptAt(path, prev, "record checksum mismatch")
@@ -282,6 +286,20 @@ func tornAfterBadHeader(f file, hdr []byte, off, size, next int64) (bool, error)
 	// The rest of the file is exactly one record body with the expected
 	// version: this is the last record, with a damaged length field.
 	return binary.LittleEndian.Uint32(hdr[8:12]) == crc32c(rest) && bodyVersion(rest) == uint64(next), nil
+}
+
+// lostPageAcross reports whether the page holding off, where the scan of
+// the newest segment stopped, is all zeros and starts inside the body of
+// the record before off, which begins at bodyStart: a page the file system
+// had not written back, holding that record's tail and what followed it
+// (see tornAfterBadHeader). Its failing record then was never durable
+// either, and is cut too.
+func lostPageAcross(f file, bodyStart, off, size int64) (bool, error) {
+	page := off / unwrittenPage * unwrittenPage
+	if page <= bodyStart || page == off || page+unwrittenPage > size {
+		return false, nil
+	}
+	return allZero(f, page, page+unwrittenPage)
 }
 
 // allZero reports whether bytes [from, to) of f are all zero.

@@ -275,6 +275,67 @@ func TestTornTailUnwrittenPage(t *testing.T) {
 	}
 }
 
+// TestTornTailPageLostAcrossRecords: the lost page holds the tail of one
+// record and the header of the next (and maybe more records): both are cut,
+// with all after them. Zeros that start at the next record's header, after
+// the first record's tail, are not the first record's loss: its failing
+// body is corruption.
+func TestTornTailPageLostAcrossRecords(t *testing.T) {
+	rng := newRand(t)
+	shape := entryShape{stores: 2, pairs: 3, keyLen: 8, valueLen: 900}
+	entries := makeEntries(rng, 200, shape)
+	fs := newMemFS()
+	l := mustOpen(t, memDir, Options{fs: fs})
+	mustAppend(t, l, entries...)
+	mustClose(t, l)
+	data := fs.get(memPath(1))
+	offs := recordOffsets(t, data)
+	size := int64(len(data))
+	tried := 0
+	for k := 0; k+1 < len(entries); k++ {
+		page := (offs[k+1] / unwrittenPage) * unwrittenPage
+		if page <= offs[k]+frameHeaderSize || page == offs[k+1] || offs[k+1]+frameHeaderSize > page+unwrittenPage || page+unwrittenPage > size {
+			continue // record k's tail and k+1's whole header are not in one page
+		}
+		if !slices.ContainsFunc(data[page:offs[k+1]], func(b byte) bool { return b != 0 }) {
+			continue // record k's tail is zeros anyway: the page takes nothing of it
+		}
+		tried++
+		img := slices.Clone(data)
+		clear(img[page : page+unwrittenPage])
+		fs := newMemFS()
+		fs.put(memPath(1), slices.Clone(img))
+		ro := mustOpen(t, memDir, Options{fs: fs, ReadOnly: true})
+		if ro.LastVersion() != int64(k) {
+			t.Fatalf("page at %d lost across records %d and %d: read-only LastVersion %d, want %d", page, k+1, k+2, ro.LastVersion(), k)
+		}
+		checkReplay(t, ro, entries[:k])
+		mustClose(t, ro)
+		l := mustOpen(t, memDir, Options{fs: fs})
+		if l.LastVersion() != int64(k) {
+			t.Fatalf("page at %d: LastVersion %d, want %d", page, l.LastVersion(), k)
+		}
+		if got := fs.get(memPath(1)); !bytes.Equal(got, data[:offs[k]]) {
+			t.Fatalf("page at %d: segment not cut back to %d bytes (%d)", page, offs[k], len(got))
+		}
+		mustClose(t, l)
+
+		// the page written with record k's tail but without what followed
+		// (zeros from k+1's header), and k's body damaged: k was whole on
+		// disk, so that is not the crash's doing
+		img = slices.Clone(data)
+		clear(img[offs[k+1] : page+unwrittenPage])
+		img[offs[k]+frameHeaderSize+1] ^= 0xff
+		fs = newMemFS()
+		fs.put(memPath(1), slices.Clone(img))
+		_, err := Open(memDir, Options{fs: fs})
+		wantCorruption(t, err, memPath(1), offs[k])
+	}
+	if tried < 10 {
+		t.Fatalf("only %d records cross a page boundary into the next one's header", tried)
+	}
+}
+
 // TestGarbageAfterTailIsCorruption: bytes after the last record that are
 // neither a record, zeros, nor a cut-off record are not what a crash
 // leaves; Open refuses rather than guess.
