@@ -75,7 +75,9 @@
 // record, which Open cuts off. A file system that writes back unsynced
 // pages out of order can also leave a page of zeros before later unsynced
 // bytes: where that page holds a record's frame header (zeros from the
-// header to the page's end), Open cuts the log there as a torn tail, with
+// header to the page's end; for a header that crosses into the next page,
+// its part in either page zeros to that page's end), Open cuts the log
+// there as a torn tail, with
 // everything after it, which no fsync had made durable (under
 // SyncEveryCommit, never acknowledged); when the whole page is zeros and
 // starts inside the record before, whose body then fails, that record is

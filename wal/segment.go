@@ -263,15 +263,32 @@ const unwrittenPage = 4096
 // system had not written back when the system stopped (no frame header is
 // all zeros), and the bytes after it were written after it, so that no
 // fsync had returned for any of them (it would have written the page back
-// too). They were never durable, so under SyncEveryCommit never
+// too). A header that crosses a page boundary is torn when its part in
+// either page is zeros up to that page's end: a failing header with zeros
+// that stop exactly at a page's end is a page not written back far more
+// likely than damage. They were never durable, so under SyncEveryCommit never
 // acknowledged, and the log drops them as the suffix a crash loses.
 func tornAfterBadHeader(f file, hdr []byte, off, size, next int64) (bool, error) {
 	zeros, err := allZero(f, off, size)
 	if err != nil || zeros {
 		return zeros, err
 	}
-	if pageEnd := (off/unwrittenPage + 1) * unwrittenPage; pageEnd-off >= frameHeaderSize && pageEnd <= size {
+	pageEnd := (off/unwrittenPage + 1) * unwrittenPage
+	switch {
+	case pageEnd-off >= frameHeaderSize:
+		if pageEnd <= size {
+			if zeros, err := allZero(f, off, pageEnd); err != nil || zeros {
+				return zeros, err
+			}
+		}
+	case pageEnd < size:
+		// The header crosses into the next page: either page may be the
+		// one not written back, the header's part in it zeros to that
+		// page's end (or the file's).
 		if zeros, err := allZero(f, off, pageEnd); err != nil || zeros {
+			return zeros, err
+		}
+		if zeros, err := allZero(f, pageEnd, min(pageEnd+unwrittenPage, size)); err != nil || zeros {
 			return zeros, err
 		}
 	}
