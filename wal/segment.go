@@ -263,11 +263,12 @@ const unwrittenPage = 4096
 // system had not written back when the system stopped (no frame header is
 // all zeros), and the bytes after it were written after it, so that no
 // fsync had returned for any of them (it would have written the page back
-// too). A header that crosses a page boundary is torn when its part in
-// either page is zeros up to that page's end: a failing header with zeros
-// that stop exactly at a page's end is a page not written back far more
-// likely than damage. They were never durable, so under SyncEveryCommit never
-// acknowledged, and the log drops them as the suffix a crash loses.
+// too). They were never durable, so under SyncEveryCommit never
+// acknowledged, and the log drops them as the suffix a crash loses. A
+// header that crosses a page boundary is torn when its part in either page
+// is zeros up to that page's end: a failing header whose zeros stop
+// exactly at a page's end is far more likely a page not written back than
+// damage.
 func tornAfterBadHeader(f file, hdr []byte, off, size, next int64) (bool, error) {
 	zeros, err := allZero(f, off, size)
 	if err != nil || zeros {
