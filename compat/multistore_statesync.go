@@ -43,10 +43,10 @@ func (s *MultiStore) Snapshot(height uint64, protoWriter protoio.Writer) error {
 // importers refuse a tree with versions), it restores only into a database
 // that has committed nothing: one at a version above 0 is refused before
 // anything is touched, also at the snapshot's height, whose state may not
-// be the snapshot's. Every mounted IAVL store must be in
-// the stream, as rootmulti requires (its reload refuses a store the
-// snapshot lacks): a stream without one, such as one cut cleanly between
-// two stores, is refused with ErrSnapshotStream and nothing is restored.
+// be the snapshot's. Every mounted IAVL store must be in the stream, as
+// rootmulti requires (its reload refuses a store the snapshot lacks): a
+// stream without one, such as one cut cleanly between two stores, is
+// refused with ErrSnapshotStream and nothing is restored.
 // After a failed restore the multistore is reloaded on the database as it
 // was.
 func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.Reader) (snapshottypes.SnapshotItem, error) {

@@ -623,8 +623,8 @@ func (db *DB) backgroundCheck(checks []storeCheck) {
 // (OpenCheckSync checks before Open returns, OpenCheckNone not at all); an
 // error wrapping ErrCorrupt for damage, which the next Commit, or a Close
 // after the check ended, reports all the same; ErrClosed if Close stopped
-// the check before it ended; ctx's error
-// if ctx ends first (a check already finished gives its result even then).
+// the check before it ended; ctx's error if ctx ends first (a check
+// already finished gives its result even then).
 func (db *DB) WaitOpenCheck(ctx context.Context) error {
 	if db.checked == nil {
 		return nil
