@@ -404,6 +404,9 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		AsyncBuffer: opts.AsyncCommitBuffer,
 		SegmentSize: opts.WALSegmentSize,
 		ReadOnly:    opts.ReadOnly,
+		// an unfinished rollback's cut of the log may have left damage
+		// after its target's record (a power loss inside TruncateBack)
+		Discarding: pending,
 	})
 	if errors.Is(err, wal.ErrInvalidOptions) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)

@@ -74,17 +74,21 @@
 // (which fsync guarantees for fsynced data). It can leave a torn last
 // record, which Open cuts off. A file system that writes back unsynced
 // pages out of order can also leave a page of zeros before later unsynced
-// bytes: where that page holds a record's frame header (zeros from the
+// bytes. Where that page holds a record's frame header (zeros from the
 // header to the page's end; for a header that crosses into the next page,
 // its part in either page zeros to that page's end), Open cuts the log
-// there as a torn tail, with
-// everything after it, which no fsync had made durable (under
-// SyncEveryCommit, never acknowledged); when the whole page is zeros and
-// starts inside the record before, whose body then fails, that record is
-// cut too. A zeroed gap elsewhere (inside a
-// record's body, with records after it, as an unsynced batch of records can
-// leave) is reported as corruption by Open or Replay rather than drop
-// records it cannot prove were unacknowledged.
+// there as a torn tail, with everything after it, which no fsync had made
+// durable; when the whole page is zeros and starts inside the record
+// before, whose body then fails, that record is cut too. With synchronous
+// appends under SyncEveryCommit, which write a record only once the one
+// before it is durable, it does so only when no whole record follows the
+// page: one that does is damage, reported as corruption (so is such a log
+// written under another policy and opened with this one). A zeroed gap
+// elsewhere (inside a record's body, with records after it, as an unsynced
+// batch of records can leave) is reported as corruption by Open or Replay
+// rather than drop records it cannot prove were unacknowledged. After a
+// power loss inside TruncateBack, the caller that redoes the rollback
+// passes its target as Options.Discarding, and Open cuts damage after it.
 //
 // # Reading and recovery
 //

@@ -249,7 +249,7 @@ func (l *Log) load() (err error) {
 		if err != nil {
 			return openError(s.path, err)
 		}
-		end, lastV, err := scanSegment(f, s.path, s.base, s.size, tail, !tail)
+		end, lastV, err := scanSegment(f, s.path, s.base, s.size, tail, !tail, l.opts.Sync == SyncEveryCommit && l.opts.AsyncBuffer == 0, l.opts.Discarding)
 		if err != nil {
 			f.Close()
 			return err

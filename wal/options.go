@@ -79,6 +79,14 @@ type Options struct {
 	// or removed, and a torn tail is ignored rather than truncated.
 	ReadOnly bool
 
+	// Discarding, when positive, tells Open that the entries after this
+	// version are being discarded (a rollback to it, which TruncateBack
+	// did not finish, is redone after Open): damage in the newest segment
+	// after this version's record is then a torn tail, not corruption. A
+	// power loss while TruncateBack cut a segment can leave a zeroed page
+	// before the records it was dropping.
+	Discarding int64
+
 	// fs replaces the operating system's file system (tests inject faults
 	// and simulate crashes through it). nil means the real one.
 	fs fileSystem
@@ -87,6 +95,9 @@ type Options struct {
 // withDefaults returns a copy of o with defaults filled in, or an error
 // wrapping ErrInvalidOptions.
 func (o Options) withDefaults() (Options, error) {
+	if o.Discarding < 0 {
+		return o, fmt.Errorf("%w: Discarding %d is negative", ErrInvalidOptions, o.Discarding)
+	}
 	if o.SegmentSize < 0 {
 		return o, fmt.Errorf("%w: SegmentSize %d is negative", ErrInvalidOptions, o.SegmentSize)
 	}

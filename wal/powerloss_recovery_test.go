@@ -66,10 +66,13 @@ func plRecover(t *testing.T, cfg plCfg, pt0 plPoint, img plImage, old, newer []E
 	fs.onOp = func(op, p string) {
 		points = append(points, plPoint{st: fs.snapshotLocked("recovery: " + op + " " + p), acked: acked.Load(), phase: int(phase.Load())})
 	}
+	// the recovery opens as the writer did (its policy decides what
+	// Open may cut), then appends synchronously, each append durable
 	o := cfg.opts()
-	o.Sync = SyncEveryCommit
-	o.AsyncBuffer = 0
 	o.fs = fs
+	if pt0.phase == 1 {
+		o.Discarding = plRollback // see plCheck
+	}
 	l, err := Open(memDir, o)
 	if err != nil {
 		res.fail("recovery-open", fmt.Sprintf("recovery open: %v", err))
@@ -95,6 +98,15 @@ func plRecover(t *testing.T, cfg plCfg, pt0 plPoint, img plImage, old, newer []E
 		}
 	} else if phase.Load() == 0 {
 		hist = old
+	}
+	if err := l.Close(); err != nil {
+		res.fail("recovery-open", fmt.Sprintf("close after the recovery open: %v", err))
+		return
+	}
+	o.Sync, o.AsyncBuffer, o.Discarding = SyncEveryCommit, 0, 0
+	if l, err = Open(memDir, o); err != nil {
+		res.fail("recovery-open", fmt.Sprintf("synchronous open after the recovery: %v", err))
+		return
 	}
 	for v := last + 1; v <= last+3 && int(v) <= len(hist); v++ {
 		if err := l.Append(hist[v-1]); err != nil {

@@ -226,6 +226,11 @@ func plCheck(cfg plCfg, pt plPoint, img plImage, old, newer []Entry, res *plResu
 	}()
 	o := cfg.opts()
 	o.fs = imageFS(img)
+	if pt.phase == 1 {
+		// the caller knows the rollback it was doing (multitree's
+		// rollback file) and redoes it after Open
+		o.Discarding = plRollback
+	}
 	l, err := Open(memDir, o)
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) && plDocumented(class) {

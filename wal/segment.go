@@ -105,11 +105,19 @@ func checkSegmentHeader(f file, path string, base int64) (int64, error) {
 //   - everything from the bad record to the end of the file is zero bytes;
 //   - the bad record is the last one in the file: its body checksum fails
 //     and nothing but zeros follows it, or its length check fails but the
-//     rest of the file is one body matching the stored body checksum.
+//     rest of the file is one body matching the stored body checksum;
+//   - the bad record's frame header lies in a page the file system did not
+//     write back (see tornAfterBadHeader; with strict set, for a log of
+//     synchronous appends under SyncEveryCommit, only if no whole record
+//     follows);
+//     the record before it is cut too when that page starts inside it and
+//     its body fails (see lostPageAcross);
+//   - with discard positive, any bad record of a version after discard,
+//     which an unfinished TruncateBack was dropping (Options.Discarding).
 //
 // Any other bad record is corruption, as is every bad record when tail is
 // not set.
-func scanSegment(f file, path string, base, size int64, tail, verifyAll bool) (end, last int64, err error) {
+func scanSegment(f file, path string, base, size int64, tail, verifyAll, strict bool, discard int64) (end, last int64, err error) {
 	var (
 		off    = int64(segmentHeaderSize)
 		next   = base
@@ -132,6 +140,9 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll bool) (e
 		}
 		return crc32c(body) == h.bcrc, nil
 	}
+	// discarded reports whether a bad record of version v is one that an
+	// unfinished TruncateBack was dropping.
+	discarded := func(v int64) bool { return tail && discard > 0 && v > discard }
 	// tornFrom reports whether everything from off to the end of the file
 	// may be dropped as a torn tail.
 	tornFrom := func(off int64) (bool, error) {
@@ -157,8 +168,11 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll bool) (e
 		}
 		h, ok := parseFrameHeader(hdr[:frameHeaderSize])
 		if !ok {
+			if discarded(next) {
+				break
+			}
 			if tail {
-				torn, err := tornAfterBadHeader(f, hdr[:frameHeaderSize], off, size, next)
+				torn, err := tornAfterBadHeader(f, hdr[:frameHeaderSize], off, size, next, strict)
 				if err != nil {
 					return 0, 0, readEr(off, err)
 				}
@@ -187,7 +201,7 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll bool) (e
 				if err != nil {
 					return 0, 0, err
 				}
-				if torn {
+				if torn || discarded(next) {
 					break // cut at off, once the record before is checked
 				}
 				return 0, 0, corruptAt(path, off, "record checksum mismatch")
@@ -206,14 +220,14 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll bool) (e
 			if err != nil {
 				return 0, 0, err
 			}
-			if ok {
+			if ok && !discarded(next) {
 				return 0, 0, corruptAt(path, off, "record has version %d, want %d", v, next)
 			}
 			torn, err := tornFrom(recEnd)
 			if err != nil {
 				return 0, 0, err
 			}
-			if !torn {
+			if !torn && !discarded(next) {
 				return 0, 0, corruptAt(path, off, "record checksum mismatch")
 			}
 			break // cut at off, once the record before is checked
@@ -241,6 +255,7 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll bool) (e
 			if err == nil && !torn && tail {
 				torn, err = lostPageAcross(f, prev+frameHeaderSize, off, size)
 			}
+			torn = torn || discarded(next-1)
 			if err != nil || torn {
 				return prev, next - 2, err
 			}
@@ -259,39 +274,32 @@ const unwrittenPage = 4096
 //
 // It is when only zeros follow; when the rest of the file is exactly the
 // record's body with a damaged length field; and when the header and the
-// rest of its page are zeros, whatever follows: that is a page the file
-// system had not written back when the system stopped (no frame header is
-// all zeros), and the bytes after it were written after it, so that no
-// fsync had returned for any of them (it would have written the page back
-// too). They were never durable, so under SyncEveryCommit never
+// rest of its page are zeros (with strict set, the log's appends are
+// synchronous under SyncEveryCommit, also only if no whole record
+// follows): that is a page
+// the file system had not written back when the system stopped (no frame
+// header is all zeros), and the bytes after it were written after it, so
+// that no fsync had returned for any of them (it would have written the
+// page back too). They were never durable, so under SyncEveryCommit never
 // acknowledged, and the log drops them as the suffix a crash loses. A
-// header that crosses a page boundary is torn when its part in either page
-// is zeros up to that page's end: a failing header whose zeros stop
-// exactly at a page's end is far more likely a page not written back than
-// damage.
-func tornAfterBadHeader(f file, hdr []byte, off, size, next int64) (bool, error) {
+// header that crosses a page boundary counts as in such a page when its
+// part in either page is zeros up to that page's end: a failing header
+// whose zeros stop exactly at a page's end is far more likely a page not
+// written back than damage.
+func tornAfterBadHeader(f file, hdr []byte, off, size, next int64, strict bool) (bool, error) {
 	zeros, err := allZero(f, off, size)
 	if err != nil || zeros {
 		return zeros, err
 	}
-	pageEnd := (off/unwrittenPage + 1) * unwrittenPage
-	switch {
-	case pageEnd-off >= frameHeaderSize:
-		if pageEnd <= size {
-			if zeros, err := allZero(f, off, pageEnd); err != nil || zeros {
-				return zeros, err
-			}
+	if lost, err := lostPageAt(f, off, size); err != nil || lost {
+		if err != nil || !strict {
+			return lost, err
 		}
-	case pageEnd < size:
-		// The header crosses into the next page: either page may be the
-		// one not written back, the header's part in it zeros to that
-		// page's end (or the file's).
-		if zeros, err := allZero(f, off, pageEnd); err != nil || zeros {
-			return zeros, err
-		}
-		if zeros, err := allZero(f, pageEnd, min(pageEnd+unwrittenPage, size)); err != nil || zeros {
-			return zeros, err
-		}
+		// with synchronous appends under SyncEveryCommit a record is
+		// written only once the one before it is durable: a whole record
+		// after the lost page is one that damage hid, not a crash
+		found, err := verifiedRecordFrom(f, off+1, size, next)
+		return !found, err
 	}
 	n := size - off - frameHeaderSize
 	if n < minBodySize || n > MaxEntrySize {
@@ -304,6 +312,64 @@ func tornAfterBadHeader(f file, hdr []byte, off, size, next int64) (bool, error)
 	// The rest of the file is exactly one record body with the expected
 	// version: this is the last record, with a damaged length field.
 	return binary.LittleEndian.Uint32(hdr[8:12]) == crc32c(rest) && bodyVersion(rest) == uint64(next), nil
+}
+
+// lostPageAt reports whether the bad frame header at off lies in a page
+// the file system did not write back: the header and the rest of its page
+// are zeros, or, for a header that crosses into the next page, its part in
+// either page is zeros to that page's end (or the file's).
+func lostPageAt(f file, off, size int64) (bool, error) {
+	pageEnd := (off/unwrittenPage + 1) * unwrittenPage
+	switch {
+	case pageEnd-off >= frameHeaderSize:
+		if pageEnd <= size {
+			return allZero(f, off, pageEnd)
+		}
+	case pageEnd < size:
+		if zeros, err := allZero(f, off, pageEnd); err != nil || zeros {
+			return zeros, err
+		}
+		return allZero(f, pageEnd, min(pageEnd+unwrittenPage, size))
+	}
+	return false, nil
+}
+
+// verifiedRecordFrom reports whether a whole record, with a sound frame
+// header, a body that passes its checksum and a version of at least next,
+// starts anywhere in [from, size) of f. It reads the file a window at a
+// time.
+func verifiedRecordFrom(f file, from, size, next int64) (bool, error) {
+	const window = 1 << 20
+	buf := make([]byte, window+frameHeaderSize)
+	var body []byte
+	for start := from; start+frameHeaderSize+minBodySize <= size; start += window {
+		b := buf[:min(int64(len(buf)), size-start)]
+		if err := readFullAt(f, b, start); err != nil {
+			return false, err
+		}
+		for i := 0; i < window && i+frameHeaderSize <= len(b); i++ {
+			off := start + int64(i)
+			n := int64(binary.LittleEndian.Uint32(b[i:]))
+			if n < minBodySize || n > size-off-frameHeaderSize {
+				continue // cheap test before the header's checksum
+			}
+			h, ok := parseFrameHeader(b[i : i+frameHeaderSize])
+			if !ok {
+				continue
+			}
+			if cap(body) < int(h.n) {
+				body = make([]byte, h.n)
+			}
+			body = body[:h.n]
+			if err := readFullAt(f, body, off+frameHeaderSize); err != nil {
+				return false, err
+			}
+			if crc32c(body) == h.bcrc && bodyVersion(body) >= uint64(next) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // lostPageAcross reports whether the page holding off, where the scan of

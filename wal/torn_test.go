@@ -218,28 +218,40 @@ func TestTornTailUnwrittenPage(t *testing.T) {
 		}
 	}
 
+	// synchronous appends under SyncEveryCommit (the default options)
+	// write a record only once the one before is durable; grouped fsyncs
+	// leave several records unsynced at once
+	sync, grouped := Options{}, Options{Sync: SyncGrouped}
 	for _, c := range []struct {
 		name string
+		opts Options
 		rec  int   // the record whose page is lost
 		to   int64 // zeros from its header up to here
 		last int64 // LastVersion after a successful open; 0: corruption
 	}{
 		// the last record's first page lost, its later pages written
-		{"last record", 5, pageEnd(offs[5]), 5},
-		// 5's first page lost, the rest of 5 and all of 6 written
-		{"records after it", 4, pageEnd(offs[4]), 4},
+		{"last record", sync, 5, pageEnd(offs[5]), 5},
+		{"last record, grouped", grouped, 5, pageEnd(offs[5]), 5},
+		// 5's first page lost, the rest of 5 and all of 6 written: a
+		// crash of a grouped log; damage of a synchronous one, which
+		// writes 6 only once 5 is durable
+		{"records after it, grouped", grouped, 4, pageEnd(offs[4]), 4},
+		{"records after it", sync, 4, pageEnd(offs[4]), 0},
 		// a whole page of zeros from a page boundary, into the record
-		{"whole page", 5, pageEnd(offs[5]) + unwrittenPage, 5},
+		{"whole page", sync, 5, pageEnd(offs[5]) + unwrittenPage, 5},
 		// zeros that stop inside the page are not a lost page
-		{"zeros short of the page end", 5, pageEnd(offs[5]) - 1, 0},
-		{"header only", 4, offs[4] + frameHeaderSize, 0},
+		{"zeros short of the page end", sync, 5, pageEnd(offs[5]) - 1, 0},
+		{"zeros short of the page end, grouped", grouped, 5, pageEnd(offs[5]) - 1, 0},
+		{"header only", grouped, 4, offs[4] + frameHeaderSize, 0},
 	} {
 		img := slices.Clone(data)
 		clear(img[offs[c.rec]:c.to])
 		if c.last == 0 {
 			fs := newMemFS()
 			fs.put(memPath(1), slices.Clone(img))
-			_, err := Open(memDir, Options{fs: fs})
+			o := c.opts
+			o.fs = fs
+			_, err := Open(memDir, o)
 			wantCorruption(t, err, memPath(1), offs[c.rec])
 			if !bytes.Equal(fs.get(memPath(1)), img) {
 				t.Fatalf("%s: a failed open modified the segment", c.name)
@@ -249,7 +261,12 @@ func TestTornTailUnwrittenPage(t *testing.T) {
 		// read-only: the log up to the lost page, the file untouched
 		fs := newMemFS()
 		fs.put(memPath(1), slices.Clone(img))
-		ro := mustOpen(t, memDir, Options{fs: fs, ReadOnly: true})
+		opts := func(ro bool) Options {
+			o := c.opts
+			o.fs, o.ReadOnly = fs, ro
+			return o
+		}
+		ro := mustOpen(t, memDir, opts(true))
 		if ro.LastVersion() != c.last {
 			t.Fatalf("%s: read-only LastVersion %d, want %d", c.name, ro.LastVersion(), c.last)
 		}
@@ -259,7 +276,7 @@ func TestTornTailUnwrittenPage(t *testing.T) {
 			t.Fatalf("%s: a read-only open modified the segment", c.name)
 		}
 		// writable: cut there, reported, and the lost version appends again
-		l := mustOpen(t, memDir, Options{fs: fs})
+		l := mustOpen(t, memDir, opts(false))
 		if l.LastVersion() != c.last {
 			t.Fatalf("%s: LastVersion %d, want %d", c.name, l.LastVersion(), c.last)
 		}
@@ -277,9 +294,10 @@ func TestTornTailUnwrittenPage(t *testing.T) {
 
 // TestTornTailPageLostAcrossRecords: the lost page holds the tail of one
 // record and the header of the next (and maybe more records): both are cut,
-// with all after them. Zeros that start at the next record's header, after
-// the first record's tail, are not the first record's loss: its failing
-// body is corruption.
+// with all after them, unless whole records follow in a log of synchronous
+// appends (damage). Zeros that start at the next record's header, after the
+// first record's tail, are not the first record's loss: its failing body is
+// corruption.
 func TestTornTailPageLostAcrossRecords(t *testing.T) {
 	rng := newRand(t)
 	shape := entryShape{stores: 2, pairs: 3, keyLen: 8, valueLen: 900}
@@ -303,22 +321,44 @@ func TestTornTailPageLostAcrossRecords(t *testing.T) {
 		tried++
 		img := slices.Clone(data)
 		clear(img[page : page+unwrittenPage])
-		fs := newMemFS()
-		fs.put(memPath(1), slices.Clone(img))
-		ro := mustOpen(t, memDir, Options{fs: fs, ReadOnly: true})
-		if ro.LastVersion() != int64(k) {
-			t.Fatalf("page at %d lost across records %d and %d: read-only LastVersion %d, want %d", page, k+1, k+2, ro.LastVersion(), k)
+		for _, c := range []struct {
+			name string
+			opts Options
+			img  []byte
+		}{
+			// a grouped log: the records after the page were unsynced too
+			{"grouped", Options{Sync: SyncGrouped}, img},
+			// synchronous appends: nothing after the page was written
+			{"synchronous, the file ending with the page", Options{}, img[:page+unwrittenPage]},
+		} {
+			fs := newMemFS()
+			fs.put(memPath(1), slices.Clone(c.img))
+			o := c.opts
+			o.fs, o.ReadOnly = fs, true
+			ro := mustOpen(t, memDir, o)
+			if ro.LastVersion() != int64(k) {
+				t.Fatalf("%s: page at %d lost across records %d and %d: read-only LastVersion %d, want %d", c.name, page, k+1, k+2, ro.LastVersion(), k)
+			}
+			checkReplay(t, ro, entries[:k])
+			mustClose(t, ro)
+			o.ReadOnly = false
+			l := mustOpen(t, memDir, o)
+			if l.LastVersion() != int64(k) {
+				t.Fatalf("%s: page at %d: LastVersion %d, want %d", c.name, page, l.LastVersion(), k)
+			}
+			if got := fs.get(memPath(1)); !bytes.Equal(got, data[:offs[k]]) {
+				t.Fatalf("%s: page at %d: segment not cut back to %d bytes (%d)", c.name, page, offs[k], len(got))
+			}
+			mustClose(t, l)
 		}
-		checkReplay(t, ro, entries[:k])
-		mustClose(t, ro)
-		l := mustOpen(t, memDir, Options{fs: fs})
-		if l.LastVersion() != int64(k) {
-			t.Fatalf("page at %d: LastVersion %d, want %d", page, l.LastVersion(), k)
+		// synchronous appends with whole records after the page: damage
+		// (the last offset is the end of the file)
+		if offs[len(offs)-2] >= page+unwrittenPage {
+			fs := newMemFS()
+			fs.put(memPath(1), slices.Clone(img))
+			_, err := Open(memDir, Options{fs: fs})
+			wantCorruption(t, err, memPath(1), offs[k+1])
 		}
-		if got := fs.get(memPath(1)); !bytes.Equal(got, data[:offs[k]]) {
-			t.Fatalf("page at %d: segment not cut back to %d bytes (%d)", page, offs[k], len(got))
-		}
-		mustClose(t, l)
 
 		// the page written with record k's tail but without what followed
 		// (zeros from k+1's header), and k's body damaged: k was whole on
@@ -326,13 +366,56 @@ func TestTornTailPageLostAcrossRecords(t *testing.T) {
 		img = slices.Clone(data)
 		clear(img[offs[k+1] : page+unwrittenPage])
 		img[offs[k]+frameHeaderSize+1] ^= 0xff
-		fs = newMemFS()
+		fs := newMemFS()
 		fs.put(memPath(1), slices.Clone(img))
-		_, err := Open(memDir, Options{fs: fs})
+		_, err := Open(memDir, Options{fs: fs, Sync: SyncGrouped})
 		wantCorruption(t, err, memPath(1), offs[k])
 	}
 	if tried < 10 {
 		t.Fatalf("only %d records cross a page boundary into the next one's header", tried)
+	}
+}
+
+// TestDiscardingCutsDamage: damage in the newest segment after the version
+// that Options.Discarding names (an unfinished rollback's target) is a
+// torn tail, whatever follows it: a power loss inside TruncateBack's cut
+// can leave a zeroed page before the records it was dropping. At or
+// before that version it is still corruption.
+func TestDiscardingCutsDamage(t *testing.T) {
+	rng := newRand(t)
+	shape := entryShape{stores: 2, pairs: 3, keyLen: 8, valueLen: 900}
+	entries := makeEntries(rng, 30, shape)
+	fs := newMemFS()
+	l := mustOpen(t, memDir, Options{fs: fs})
+	mustAppend(t, l, entries...)
+	mustClose(t, l)
+	data := fs.get(memPath(1))
+	offs := recordOffsets(t, data)
+	// a zeroed page from the header of version 21 (index 20), whole
+	// records after it
+	img := slices.Clone(data)
+	clear(img[offs[20] : (offs[20]/unwrittenPage+1)*unwrittenPage])
+	for _, c := range []struct {
+		discarding, last int64 // last 0: corruption
+	}{{0, 0}, {22, 0}, {21, 0}, {20, 20}, {12, 20}} {
+		fs := newMemFS()
+		fs.put(memPath(1), slices.Clone(img))
+		l, err := Open(memDir, Options{fs: fs, Discarding: c.discarding})
+		if c.last == 0 {
+			wantCorruption(t, err, memPath(1), offs[20])
+			continue
+		}
+		if err != nil {
+			t.Fatalf("discarding %d: %v", c.discarding, err)
+		}
+		if l.LastVersion() != c.last {
+			t.Fatalf("discarding %d: LastVersion %d, want %d", c.discarding, l.LastVersion(), c.last)
+		}
+		checkReplay(t, l, entries[:c.last])
+		mustClose(t, l)
+	}
+	if _, err := Open(memDir, Options{fs: newMemFS(), Discarding: -1}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("negative Discarding: %v", err)
 	}
 }
 
