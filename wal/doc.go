@@ -95,8 +95,11 @@
 // Open checks the segment headers and the record frames of the newest
 // segment, and repairs a torn tail (a record cut short, or a final record
 // whose checksum fails, is cut off; the file is truncated and fsynced); it
-// reads no record body but the last, so it costs little however large the
-// log. Replay verifies every record it reads, and Verify reads them all. A
+// reads no record body but the last (and, after damage in the newest
+// segment, what deciding whether it is a torn tail takes: the record before
+// it, and for a lost page in a log of synchronous appends the rest of the
+// segment, checksummed up to twice its size), so it costs little however
+// large the log. Replay verifies every record it reads, and Verify reads them all. A
 // damaged record anywhere but at the tail, a damaged segment header or a
 // gap in the versions is an error wrapping ErrCorrupt that names the file
 // and byte offset (see CorruptionError); the log never serves a record

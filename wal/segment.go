@@ -140,6 +140,10 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll, strict 
 		}
 		return crc32c(body) == h.bcrc, nil
 	}
+	// badHeaderTorn is set when the scan stops at a bad frame header that
+	// tornAfterBadHeader accepts as torn (not only as discarded): then the
+	// record before it may have lost the same page (lostPageAcross).
+	badHeaderTorn := false
 	// discarded reports whether a bad record of version v is one that an
 	// unfinished TruncateBack was dropping.
 	discarded := func(v int64) bool { return tail && discard > 0 && v > discard }
@@ -168,17 +172,18 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll, strict 
 		}
 		h, ok := parseFrameHeader(hdr[:frameHeaderSize])
 		if !ok {
-			if discarded(next) {
-				break
-			}
 			if tail {
 				torn, err := tornAfterBadHeader(f, hdr[:frameHeaderSize], off, size, next, strict)
 				if err != nil {
 					return 0, 0, readEr(off, err)
 				}
 				if torn {
+					badHeaderTorn = true
 					break
 				}
+			}
+			if discarded(next) {
+				break
 			}
 			return 0, 0, corruptAt(path, off, "bad record frame header")
 		}
@@ -252,7 +257,7 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll, strict 
 		}
 		if !ok {
 			torn, err := tornFrom(off)
-			if err == nil && !torn && tail {
+			if err == nil && !torn && badHeaderTorn {
 				torn, err = lostPageAcross(f, prev+frameHeaderSize, off, size)
 			}
 			torn = torn || discarded(next-1)
@@ -335,27 +340,39 @@ func lostPageAt(f file, off, size int64) (bool, error) {
 }
 
 // verifiedRecordFrom reports whether a whole record, with a sound frame
-// header, a body that passes its checksum and a version of at least next,
-// starts anywhere in [from, size) of f. It reads the file a window at a
-// time.
+// header, a body that passes its checksum and a version the records after
+// from could have (next up to one per smallest record), starts anywhere in
+// [from, size) of f. It reads the file a window at a time. The bodies it
+// checksums are bounded in total (a stored value may hold frame headers
+// that pass their length check): past twice the bytes scanned, it stops
+// and reports that one was found, which makes the caller report
+// corruption rather than cut.
 func verifiedRecordFrom(f file, from, size, next int64) (bool, error) {
 	const window = 1 << 20
-	buf := make([]byte, window+frameHeaderSize)
+	buf := make([]byte, window+frameHeaderSize+8)
 	var body []byte
+	maxV := next + (size-from)/(frameHeaderSize+minBodySize)
+	budget := 2*(size-from) + window
 	for start := from; start+frameHeaderSize+minBodySize <= size; start += window {
 		b := buf[:min(int64(len(buf)), size-start)]
 		if err := readFullAt(f, b, start); err != nil {
 			return false, err
 		}
-		for i := 0; i < window && i+frameHeaderSize <= len(b); i++ {
+		for i := 0; i < window && i+frameHeaderSize+8 <= len(b); i++ {
 			off := start + int64(i)
 			n := int64(binary.LittleEndian.Uint32(b[i:]))
 			if n < minBodySize || n > size-off-frameHeaderSize {
-				continue // cheap test before the header's checksum
+				continue // cheap tests before the header's checksum
+			}
+			if v := int64(bodyVersion(b[i+frameHeaderSize:])); v < next || v > maxV {
+				continue
 			}
 			h, ok := parseFrameHeader(b[i : i+frameHeaderSize])
 			if !ok {
 				continue
+			}
+			if budget -= int64(h.n); budget < 0 {
+				return true, nil
 			}
 			if cap(body) < int(h.n) {
 				body = make([]byte, h.n)
@@ -364,7 +381,7 @@ func verifiedRecordFrom(f file, from, size, next int64) (bool, error) {
 			if err := readFullAt(f, body, off+frameHeaderSize); err != nil {
 				return false, err
 			}
-			if crc32c(body) == h.bcrc && bodyVersion(body) >= uint64(next) {
+			if crc32c(body) == h.bcrc {
 				return true, nil
 			}
 		}
