@@ -6,53 +6,6 @@ import (
 	"testing"
 )
 
-// entryOfRecordSize returns an entry of version v whose framed record
-// (frame header and body) is exactly total bytes.
-func entryOfRecordSize(t testing.TB, v int64, total int) Entry {
-	t.Helper()
-	for k := 1; k <= 4; k++ {
-		for vl := max(0, total-40); vl <= total; vl++ {
-			e := Entry{Version: v, ChangeSets: []ChangeSet{{Name: "s", Pairs: []KVPair{{Key: bytes.Repeat([]byte{'k'}, k), Value: bytes.Repeat([]byte{0xAB}, vl)}}}}}
-			if frameHeaderSize+EncodedSize(e) == total {
-				return e
-			}
-		}
-	}
-	t.Fatalf("no entry of record size %d", total)
-	return Entry{}
-}
-
-// sizedSegment builds the image of a segment starting at base whose records
-// have the given framed sizes, and returns it with the record offsets and
-// the entries.
-func sizedSegment(t testing.TB, base int64, sizes []int) ([]byte, []int64, []Entry) {
-	t.Helper()
-	img := appendSegmentHeader(nil, base)
-	var offs []int64
-	var es []Entry
-	for i, s := range sizes {
-		e := entryOfRecordSize(t, base+int64(i), s)
-		offs = append(offs, int64(len(img)))
-		var err error
-		if img, err = appendRecord(img, &e); err != nil {
-			t.Fatal(err)
-		}
-		es = append(es, e)
-	}
-	return img, offs, es
-}
-
-// openImage opens a log whose only segment (base) holds img.
-func openImage(img []byte, base int64, o Options) (*Log, *memFS, error) {
-	fs := newMemFS()
-	fs.put(memPath(base), append([]byte(nil), img...))
-	o.fs = fs
-	l, err := Open(memDir, o)
-	return l, fs, err
-}
-
-func isCorrupt(err error) bool { return errors.Is(err, ErrCorrupt) }
-
 // TestDiscardingKeepsItsTarget: Options.Discarding = D cuts damage after
 // D's record only. Here a page of zeros covers the tail of D's own record
 // and D+1's header, with whole records after it, in a log of synchronous
@@ -72,7 +25,7 @@ func TestDiscardingKeepsItsTarget(t *testing.T) {
 
 	_, _, err := openImage(img, 1, Options{})
 	t.Logf("strict, no Discarding: err %v", err)
-	if !isCorrupt(err) {
+	if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("strict open without Discarding: %v, want corruption", err)
 	}
 	for _, ro := range []bool{true, false} {
@@ -104,7 +57,7 @@ func TestDiscardingAroundItsTarget(t *testing.T) {
 	}
 	l.Close()
 	// same damage with Discarding 3 (target v3 itself): corruption
-	if _, _, err := openImage(bad, 1, Options{Discarding: 3}); !isCorrupt(err) {
+	if _, _, err := openImage(bad, 1, Options{Discarding: 3}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("bad header of D: %v, want corruption", err)
 	}
 }

@@ -194,3 +194,60 @@ func wantCorruption(t testing.TB, err error, file string, offset int64) {
 		t.Fatalf("corruption reported in %s at offset %d, want %s at offset %d (%v)", ce.File, ce.Offset, file, offset, err)
 	}
 }
+
+// segmentOf appends entries to a new log on a memory file system and
+// returns its only segment's bytes and recordOffsets of them.
+func segmentOf(t testing.TB, entries []Entry) ([]byte, []int64) {
+	t.Helper()
+	fs := newMemFS()
+	l := mustOpen(t, memDir, Options{fs: fs})
+	mustAppend(t, l, entries...)
+	mustClose(t, l)
+	data := fs.get(memPath(1))
+	return data, recordOffsets(t, data)
+}
+
+// entryOfRecordSize returns an entry of version v whose framed record
+// (frame header and body) is exactly total bytes.
+func entryOfRecordSize(t testing.TB, v int64, total int) Entry {
+	t.Helper()
+	for k := 1; k <= 4; k++ {
+		for vl := max(0, total-40); vl <= total; vl++ {
+			e := Entry{Version: v, ChangeSets: []ChangeSet{{Name: "s", Pairs: []KVPair{{Key: bytes.Repeat([]byte{'k'}, k), Value: bytes.Repeat([]byte{0xAB}, vl)}}}}}
+			if frameHeaderSize+EncodedSize(e) == total {
+				return e
+			}
+		}
+	}
+	t.Fatalf("no entry of record size %d", total)
+	return Entry{}
+}
+
+// sizedSegment builds the image of a segment starting at base whose records
+// have the given framed sizes, and returns it with the record offsets and
+// the entries.
+func sizedSegment(t testing.TB, base int64, sizes []int) ([]byte, []int64, []Entry) {
+	t.Helper()
+	img := appendSegmentHeader(nil, base)
+	var offs []int64
+	var es []Entry
+	for i, s := range sizes {
+		e := entryOfRecordSize(t, base+int64(i), s)
+		offs = append(offs, int64(len(img)))
+		var err error
+		if img, err = appendRecord(img, &e); err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, e)
+	}
+	return img, offs, es
+}
+
+// openImage opens a log whose only segment (base) holds img.
+func openImage(img []byte, base int64, o Options) (*Log, *memFS, error) {
+	fs := newMemFS()
+	fs.put(memPath(base), append([]byte(nil), img...))
+	o.fs = fs
+	l, err := Open(memDir, o)
+	return l, fs, err
+}

@@ -17,8 +17,6 @@ import (
 	"sync"
 )
 
-const plPage = 4096
-
 type plDirOp struct {
 	op       string // create, rename, remove
 	name, to string
@@ -259,13 +257,13 @@ func (st *plState) namespace(mask uint64) map[string]*plNodeState {
 // choices of one file: sizes and, per page, distinct page contents.
 type plChoices struct {
 	sizes []int
-	pages [][][]byte // pages[p] = distinct options (each plPage long, zero padded)
+	pages [][][]byte // pages[p] = distinct options (each unwrittenPage long, zero padded)
 }
 
 func pageOf(d []byte, p int) []byte {
-	b := make([]byte, plPage)
-	if p*plPage < len(d) {
-		copy(b, d[p*plPage:])
+	b := make([]byte, unwrittenPage)
+	if p*unwrittenPage < len(d) {
+		copy(b, d[p*unwrittenPage:])
 	}
 	return b
 }
@@ -281,7 +279,7 @@ func (s *plNodeState) choices() plChoices {
 		maxLen = max(maxLen, len(v))
 	}
 	sort.Ints(c.sizes)
-	for p := 0; p*plPage < maxLen; p++ {
+	for p := 0; p*unwrittenPage < maxLen; p++ {
 		var opts [][]byte
 		for _, v := range all {
 			pg := pageOf(v, p)
@@ -296,7 +294,7 @@ func (s *plNodeState) choices() plChoices {
 
 func (c plChoices) build(size int, pick []int) []byte {
 	out := make([]byte, 0, size)
-	for p := 0; p*plPage < size; p++ {
+	for p := 0; p*unwrittenPage < size; p++ {
 		out = append(out, c.pages[p][pick[p]]...)
 	}
 	return out[:size]

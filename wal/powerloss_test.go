@@ -167,7 +167,7 @@ func plClassify(img plImage) string {
 		where := "body"
 		if int64(diff) < off+frameHeaderSize {
 			where = "frame-header"
-			if pe := (off/plPage + 1) * plPage; pe < off+frameHeaderSize {
+			if pe := (off/unwrittenPage + 1) * unwrittenPage; pe < off+frameHeaderSize {
 				where = fmt.Sprintf("frame-header-straddling-page(%d bytes before the boundary)", pe-off)
 			}
 		}

@@ -1,24 +1,9 @@
 package wal
 
 import (
-	"bytes"
 	"fmt"
 	"testing"
 )
-
-// plEntryOfSize returns an entry of version v whose record (frame included)
-// is exactly size bytes.
-func plEntryOfSize(t *testing.T, v int64, size int) Entry {
-	t.Helper()
-	for l := 0; l < size; l++ {
-		e := Entry{Version: v, ChangeSets: []ChangeSet{{Name: "s", Pairs: []KVPair{{Key: []byte("k"), Value: bytes.Repeat([]byte{byte(v)}, l)}}}}}
-		if frameHeaderSize+EncodedSize(e) == size {
-			return e
-		}
-	}
-	t.Fatalf("no entry with a %d-byte record", size)
-	return Entry{}
-}
 
 // TestTornTailStraddledHeader: under SyncEveryCommit with
 // synchronous appends, version 1 is acknowledged (Append returned, fsynced)
@@ -32,14 +17,14 @@ func TestTornTailStraddledHeader(t *testing.T) {
 	for _, bodyPages := range []int{1, 2} {
 		for k := 1; k < frameHeaderSize; k++ {
 			// record 1 ends k bytes before the page boundary
-			e1 := plEntryOfSize(t, 1, plPage-k-segmentHeaderSize)
-			e2 := plEntryOfSize(t, 2, bodyPages*plPage-200)
+			e1 := entryOfRecordSize(t, 1, unwrittenPage-k-segmentHeaderSize)
+			e2 := entryOfRecordSize(t, 2, bodyPages*unwrittenPage-200)
 			// the log writes the records; the crash point is right
 			// before the fsync of version 2
 			fs := newPLFS()
 			var st *plState
 			fs.onOp = func(op, p string) {
-				if op == "sync" && st == nil && fs.m.get(memPath(1)) != nil && len(fs.m.get(memPath(1))) > plPage {
+				if op == "sync" && st == nil && fs.m.get(memPath(1)) != nil && len(fs.m.get(memPath(1))) > unwrittenPage {
 					st = fs.snapshotLocked("before the fsync of version 2")
 				}
 			}
@@ -54,10 +39,10 @@ func TestTornTailStraddledHeader(t *testing.T) {
 				t.Fatalf("unexpected crash state %+v", st)
 			}
 			synced, written := node.synced, node.latest()
-			if int64(len(synced)) != plPage-int64(k) {
+			if int64(len(synced)) != unwrittenPage-int64(k) {
 				t.Fatalf("version 1 ends at %d", len(synced))
 			}
-			npages := (len(written) + plPage - 1) / plPage
+			npages := (len(written) + unwrittenPage - 1) / unwrittenPage
 			// every subset of the dirty pages 0..npages-1, full size
 			for mask := 0; mask < 1<<npages; mask++ {
 				img := make([]byte, len(written))
@@ -66,7 +51,7 @@ func TestTornTailStraddledHeader(t *testing.T) {
 					if mask&(1<<p) != 0 {
 						src = written
 					}
-					copy(img[p*plPage:min((p+1)*plPage, len(img))], pageOf(src, p))
+					copy(img[p*unwrittenPage:min((p+1)*unwrittenPage, len(img))], pageOf(src, p))
 				}
 				name := fmt.Sprintf("record of %d pages, %d header bytes before the boundary, pages written %0*b", bodyPages, k, npages, mask)
 				mfs := newMemFS()
@@ -109,8 +94,8 @@ func TestTornTailStraddledHeaderMinimal(t *testing.T) {
 		{"ext4 ordered: page 0 stale, page 1 written", 10, false, true},
 		{"size before data: page 0 written, page 1 lost", 3, true, false},
 	} {
-		e1 := plEntryOfSize(t, 1, plPage-c.k-segmentHeaderSize)
-		e2 := plEntryOfSize(t, 2, 500)
+		e1 := entryOfRecordSize(t, 1, unwrittenPage-c.k-segmentHeaderSize)
+		e2 := entryOfRecordSize(t, 2, 500)
 		fs := newMemFS()
 		l := mustOpen(t, memDir, Options{fs: fs, Sync: SyncEveryCommit})
 		mustAppend(t, l, e1)
@@ -122,10 +107,10 @@ func TestTornTailStraddledHeaderMinimal(t *testing.T) {
 		img := make([]byte, len(written))
 		copy(img, synced)
 		if c.page0new {
-			copy(img[:plPage], written[:plPage])
+			copy(img[:unwrittenPage], written[:unwrittenPage])
 		}
 		if c.page1new {
-			copy(img[plPage:], written[plPage:])
+			copy(img[unwrittenPage:], written[unwrittenPage:])
 		}
 		mfs := newMemFS()
 		mfs.put(memPath(1), img)
