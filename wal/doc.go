@@ -79,27 +79,35 @@
 // its part in either page zeros to that page's end), Open cuts the log
 // there as a torn tail, with everything after it, which no fsync had made
 // durable; when the whole page is zeros and starts inside the record
-// before, whose body then fails, that record is cut too. With synchronous
-// appends under SyncEveryCommit, which write a record only once the one
-// before it is durable, it does so only when no whole record follows the
-// page: one that does is damage, reported as corruption (so is such a log
-// written under another policy and opened with this one). A zeroed gap
-// elsewhere (inside a record's body, with records after it, as an unsynced
-// batch of records can leave) is reported as corruption by Open or Replay
-// rather than drop records it cannot prove were unacknowledged. After a
-// power loss inside TruncateBack, the caller that redoes the rollback
-// passes its target as Options.Discarding, and Open cuts damage after it.
+// before, whose body then fails, that record is cut too. So it does where
+// the page lies inside a record's body (a whole page of zeros from a page
+// boundary, in a body whose checksum fails), with whole records after it,
+// as an unsynced batch of records larger than a page can leave. With
+// synchronous appends under SyncEveryCommit, which write a record only
+// once the one before it is durable, a lost page is cut only when no whole
+// record follows it: one that does is damage, reported as corruption by
+// Open or, for a page inside a body, by Replay (so is such a log written
+// under another policy and opened with this one). Under the other
+// policies the cut is taken whatever follows: damage of that shape (a page
+// of zeros where a fsynced record was) loses the records from it on with
+// only a torn-tail report. After a power loss inside TruncateBack, the
+// caller that redoes the rollback passes its target as
+// Options.Discarding, and Open cuts damage after it.
 //
 // # Reading and recovery
 //
 // Open checks the segment headers and the record frames of the newest
 // segment, and repairs a torn tail (a record cut short, or a final record
-// whose checksum fails, is cut off; the file is truncated and fsynced); it
-// reads no record body but the last (and, after damage in the newest
-// segment, what deciding whether it is a torn tail takes: the record before
-// it, and for a lost page in a log of synchronous appends the rest of the
-// segment, checksummed up to twice its size), so it costs little however
-// large the log. Replay verifies every record it reads, and Verify reads them all. A
+// whose checksum fails, is cut off; the file is truncated and fsynced).
+// With synchronous appends under SyncEveryCommit it reads no record body
+// but the last (and, after damage in the newest segment, what deciding
+// whether it is a torn tail takes: the record before it, and for a lost
+// page the rest of the segment, checksummed up to twice its size), so it
+// costs little however large the log. Under the other policies, and with
+// an asynchronous queue, it verifies every record of the newest segment
+// (for a lost page inside a body), and with Options.Discarding every
+// record after that version; the older segments are read only by Replay
+// and Verify. Replay verifies every record it reads, and Verify reads them all. A
 // damaged record anywhere but at the tail, a damaged segment header or a
 // gap in the versions is an error wrapping ErrCorrupt that names the file
 // and byte offset (see CorruptionError); the log never serves a record

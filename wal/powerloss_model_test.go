@@ -9,10 +9,10 @@ import (
 // with directory fsyncs ignored by the model, a segment's name is not
 // durable and acknowledged versions must be reported lost.
 func TestPowerLossModelFindsLoss(t *testing.T) {
-	cfg := plCfg{SyncEveryCommit, 0, 6000, 0}
+	cfg := plCfg{SyncEveryCommit, 0, 6000, 0, false}
 	rng := rand.New(rand.NewPCG(3, 3^0x9e3779b97f4a7c15))
-	old := plEntries(rng, 1, 30)
-	newer := append(append([]Entry(nil), old[:plRollback]...), plEntries(rng, plRollback+1, 30-plRollback)...)
+	old := plEntries(rng, 1, 30, cfg.big)
+	newer := append(append([]Entry(nil), old[:plRollback]...), plEntries(rng, plRollback+1, 30-plRollback, cfg.big)...)
 	fs := newPLFS()
 	fs.ignoreSyncDir = true
 	points := plWorkload(t, cfg, fs, old, newer)

@@ -94,7 +94,10 @@ func checkSegmentHeader(f file, path string, base int64) (int64, error) {
 // It checks every frame header (the length is protected by its own
 // checksum) and every record's version, but reads bodies only where it
 // must: the last record, whose checksum it verifies, and a record whose
-// version is out of sequence. With verifyAll it verifies every body.
+// version is out of sequence. With verifyAll it verifies every body; so it
+// does in the newest segment (tail) of a log whose appends are not strict
+// (where a page inside an unsynced record's body may be lost with later
+// records after it), and for the records after discard.
 // Replay verifies each body it reads, so a damaged body that Open skips is
 // still never served.
 //
@@ -112,6 +115,8 @@ func checkSegmentHeader(f file, path string, base int64) (int64, error) {
 //     follows);
 //     the record before it is cut too when that page starts inside it and
 //     its body fails (see lostPageAcross);
+//   - without strict, the bad record's body holds such a page: a whole
+//     page of zeros that starts inside the body (see lostPageIn);
 //   - with discard positive, any bad record of a version after discard,
 //     which an unfinished TruncateBack was dropping (Options.Discarding).
 //
@@ -196,15 +201,18 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll, strict 
 		}
 		var v uint64
 		verified := false
-		if verifyAll || recEnd == size {
+		if verifyAll || recEnd == size || (tail && !strict) || discarded(next) {
 			ok, err := bodyOK(off, h)
 			if err != nil {
 				return 0, 0, err
 			}
 			if !ok {
 				torn, err := tornFrom(recEnd)
+				if err == nil && !torn && tail && !strict {
+					torn, err = lostPageIn(f, off+frameHeaderSize, recEnd, size)
+				}
 				if err != nil {
-					return 0, 0, err
+					return 0, 0, readEr(off, err)
 				}
 				if torn || discarded(next) {
 					break // cut at off, once the record before is checked
@@ -401,6 +409,25 @@ func lostPageAcross(f file, bodyStart, off, size int64) (bool, error) {
 		return false, nil
 	}
 	return allZero(f, page, page+unwrittenPage)
+}
+
+// lostPageIn reports whether a page the file system did not write back
+// starts inside the record body [bodyStart, recEnd) of the newest segment: a
+// whole page of zeros, within the file, at a page boundary of the body. In
+// a log whose appends are not strict (another policy than SyncEveryCommit,
+// or asynchronous appends), a page inside an unsynced record can be lost
+// while later unsynced pages, with whole records, reach the disk; no fsync
+// returned after that record was written, or it would have written the
+// page back, so the record and everything after it were never durable.
+// A body can hold a page of zeros of its own, but then its checksum
+// passes: only a body that fails is looked at.
+func lostPageIn(f file, bodyStart, recEnd, size int64) (bool, error) {
+	for p := (bodyStart + unwrittenPage - 1) / unwrittenPage * unwrittenPage; p < recEnd && p+unwrittenPage <= size; p += unwrittenPage {
+		if zeros, err := allZero(f, p, p+unwrittenPage); err != nil || zeros {
+			return zeros, err
+		}
+	}
+	return false, nil
 }
 
 // allZero reports whether bytes [from, to) of f are all zero.

@@ -397,21 +397,12 @@ func TestDiscardingCutsDamage(t *testing.T) {
 	for _, c := range []struct {
 		discarding, last int64 // last 0: corruption
 	}{{0, 0}, {22, 0}, {21, 0}, {20, 20}, {12, 20}} {
-		fs := newMemFS()
-		fs.put(memPath(1), slices.Clone(img))
-		l, err := Open(memDir, Options{fs: fs, Discarding: c.discarding})
 		if c.last == 0 {
+			_, _, err := openImage(img, 1, Options{Discarding: c.discarding})
 			wantCorruption(t, err, memPath(1), offs[20])
 			continue
 		}
-		if err != nil {
-			t.Fatalf("discarding %d: %v", c.discarding, err)
-		}
-		if l.LastVersion() != c.last {
-			t.Fatalf("discarding %d: LastVersion %d, want %d", c.discarding, l.LastVersion(), c.last)
-		}
-		checkReplay(t, l, entries[:c.last])
-		mustClose(t, l)
+		wantOpenAt(t, img, Options{Discarding: c.discarding}, entries, c.last)
 	}
 	if _, err := Open(memDir, Options{fs: newMemFS(), Discarding: -1}); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("negative Discarding: %v", err)

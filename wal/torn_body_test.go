@@ -1,0 +1,174 @@
+package wal
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+)
+
+// TestTornTailPageLostInBody zeroes a whole page inside the body of a record
+// of the newest segment that has whole records after it, as a file system
+// that writes unsynced pages back out of order can leave after a power
+// loss. A log whose appends are not strict (here SyncGrouped, and
+// SyncEveryCommit with an asynchronous queue) had synced none of them, so
+// Open cuts the log at that record; with synchronous appends under
+// SyncEveryCommit the records after it prove it was durable, and Open
+// reports corruption.
+func TestTornTailPageLostInBody(t *testing.T) {
+	rng := newRand(t)
+	// random entries, each with a value of two pages: every body holds at
+	// least one whole page
+	shape := entryShape{stores: 2, pairs: 3, keyLen: 8, valueLen: 3000}
+	entries := makeEntries(rng, 12, shape)
+	for i := range entries {
+		entries[i].ChangeSets = append(entries[i].ChangeSets, ChangeSet{Name: "big", Pairs: []KVPair{{Key: []byte("k"), Value: randBytes(rng, 2*unwrittenPage)}}})
+	}
+	data, offs := segmentOf(t, entries)
+	tried := 0
+	for k := 0; k+2 < len(entries); k++ {
+		bodyStart := offs[k] + frameHeaderSize
+		for p := (bodyStart + unwrittenPage - 1) / unwrittenPage * unwrittenPage; p+unwrittenPage <= offs[k+1]; p += unwrittenPage {
+			if !slices.ContainsFunc(data[p:p+unwrittenPage], func(b byte) bool { return b != 0 }) {
+				continue
+			}
+			tried++
+			img := slices.Clone(data)
+			clear(img[p : p+unwrittenPage])
+			for _, o := range []Options{{Sync: SyncGrouped}, {Sync: SyncNone}, {AsyncBuffer: 2}} {
+				checkCutAt(t, img, o, entries, offs, k, p)
+			}
+			wantDamage(t, img, Options{}, offs[k])
+		}
+	}
+	if tried < len(entries)-2 {
+		t.Fatalf("only %d pages tried", tried)
+	}
+}
+
+// checkCutAt opens img, a segment whose record k (of entries, at offs[k])
+// has the page at p zeroed, read-only and writable with o, and checks that
+// the log ends before record k.
+func checkCutAt(t *testing.T, img []byte, o Options, entries []Entry, offs []int64, k int, p int64) {
+	t.Helper()
+	ro := o
+	ro.ReadOnly = true
+	l, _, err := openImage(img, 1, ro)
+	if err != nil {
+		t.Fatalf("%+v: page at %d in record %d: read-only open: %v", o, p, k+1, err)
+	}
+	if l.LastVersion() != int64(k) {
+		t.Fatalf("%+v: page at %d in record %d: read-only LastVersion %d, want %d", o, p, k+1, l.LastVersion(), k)
+	}
+	checkReplay(t, l, entries[:k])
+	mustClose(t, l)
+	l, fs, err := openImage(img, 1, o)
+	if err != nil {
+		t.Fatalf("%+v: page at %d in record %d: open: %v", o, p, k+1, err)
+	}
+	if l.LastVersion() != int64(k) {
+		t.Fatalf("%+v: page at %d in record %d: LastVersion %d, want %d", o, p, k+1, l.LastVersion(), k)
+	}
+	torn, ok := l.TornTail()
+	if !ok || torn.Offset != offs[k] {
+		t.Fatalf("%+v: page at %d in record %d: torn tail %+v (%v), want at %d", o, p, k+1, torn, ok, offs[k])
+	}
+	mustClose(t, l)
+	if got := fs.get(memPath(1)); !bytes.Equal(got, img[:offs[k]]) && !(k == 0 && got == nil) { // an empty newest segment is removed
+		t.Fatalf("%+v: page at %d in record %d: segment not cut back to %d bytes (%d)", o, p, k+1, offs[k], len(got))
+	}
+}
+
+// wantDamage opens img with o and replays it: the open, or else the replay
+// (Open reads no record body in the middle of a segment of synchronous
+// appends under SyncEveryCommit), must report corruption at off.
+func wantDamage(t *testing.T, img []byte, o Options, off int64) {
+	t.Helper()
+	l, _, err := openImage(img, 1, o)
+	if err == nil {
+		_, err = collect(l, l.FirstVersion(), l.LastVersion())
+		mustClose(t, l)
+	}
+	wantCorruption(t, err, memPath(1), off)
+}
+
+// TestTornTailPageLostAtBodyStart: the lost page starts exactly where a
+// record's body does, so the version the scan reads from it is zero.
+func TestTornTailPageLostAtBodyStart(t *testing.T) {
+	sizes := []int{unwrittenPage - segmentHeaderSize - frameHeaderSize, 3 * unwrittenPage, 700, 900}
+	img, offs, entries := sizedSegment(t, 1, sizes)
+	offs = append(offs, int64(len(img)))
+	if offs[1]+frameHeaderSize != unwrittenPage {
+		t.Fatalf("record 2's body starts at %d", offs[1]+frameHeaderSize)
+	}
+	for _, p := range []int64{unwrittenPage, 2 * unwrittenPage} {
+		damaged := slices.Clone(img)
+		clear(damaged[p : p+unwrittenPage])
+		checkCutAt(t, damaged, Options{Sync: SyncGrouped}, entries, offs, 1, p)
+		wantDamage(t, damaged, Options{}, offs[1])
+	}
+}
+
+// TestZeroPageInSoundBody: a record whose value holds whole pages of zeros
+// is not a lost page: its checksum passes, and nothing is cut.
+func TestZeroPageInSoundBody(t *testing.T) {
+	var entries []Entry
+	for v := int64(1); v <= 4; v++ {
+		entries = append(entries, Entry{Version: v, ChangeSets: []ChangeSet{{Name: "s", Pairs: []KVPair{{Key: []byte{'k', byte(v)}, Value: make([]byte, 3*unwrittenPage)}}}}})
+	}
+	data, _ := segmentOf(t, entries)
+	for _, o := range []Options{{Sync: SyncGrouped}, {}} {
+		l, _, err := openImage(data, 1, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.LastVersion() != 4 {
+			t.Fatalf("%+v: LastVersion %d, want 4", o, l.LastVersion())
+		}
+		if _, ok := l.TornTail(); ok {
+			t.Fatalf("%+v: a torn tail in a sound log", o)
+		}
+		checkReplay(t, l, entries)
+		mustClose(t, l)
+	}
+}
+
+// TestDiscardingCutsBodyDamage: with synchronous appends under
+// SyncEveryCommit, a lost page inside the body of a record after the
+// unfinished rollback's target (Options.Discarding) is cut with the records
+// after it, which the rollback was dropping; before the target it is
+// corruption.
+func TestDiscardingCutsBodyDamage(t *testing.T) {
+	sizes := make([]int, 10)
+	for i := range sizes {
+		sizes[i] = 2*unwrittenPage + 300*i
+	}
+	img, offs, entries := sizedSegment(t, 1, sizes)
+	// a page inside record 6's body (version 6, index 5)
+	p := (offs[5] + frameHeaderSize + unwrittenPage - 1) / unwrittenPage * unwrittenPage
+	if p+unwrittenPage > offs[6] {
+		t.Fatalf("no whole page in record 6 (%d-%d)", offs[5], offs[6])
+	}
+	clear(img[p : p+unwrittenPage])
+	for _, c := range []struct{ discarding, last int64 }{{0, 0}, {6, 0}, {5, 5}, {2, 5}} {
+		if c.last == 0 {
+			wantDamage(t, img, Options{Discarding: c.discarding}, offs[5])
+			continue
+		}
+		wantOpenAt(t, img, Options{Discarding: c.discarding}, entries, c.last)
+	}
+}
+
+// wantOpenAt opens img, a segment starting at version 1, with o and checks
+// that the log holds entries up to version last.
+func wantOpenAt(t *testing.T, img []byte, o Options, entries []Entry, last int64) {
+	t.Helper()
+	l, _, err := openImage(img, 1, o)
+	if err != nil {
+		t.Fatalf("discarding %d: %v", o.Discarding, err)
+	}
+	if l.LastVersion() != last {
+		t.Fatalf("discarding %d: LastVersion %d, want %d", o.Discarding, l.LastVersion(), last)
+	}
+	checkReplay(t, l, entries[:last])
+	mustClose(t, l)
+}
