@@ -195,6 +195,11 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if err != nil {
 			db.cancel()
 			if db.log != nil {
+				if tt, ok := db.log.TornTail(); ok && !opts.ReadOnly {
+					// cut already: the next open finds no torn tail
+					// to report
+					err = fmt.Errorf("%w (this open cut a torn tail off the log first: %d bytes at offset %d of %s)", err, tt.Bytes, tt.Offset, tt.Path)
+				}
 				_ = db.log.Close()
 			}
 			db.releaseAll()
@@ -1000,7 +1005,8 @@ func (db *DB) publishLocked() {
 // (wal.Log.TornTail): bytes after the last whole record, what an append
 // that a crash interrupted leaves, or a damaged last record. A writer's
 // open cut it off; a read-only one ignores it. The database is at the
-// version before it either way; callers should report it.
+// version before it either way; callers should report it. A writer's open
+// that cut one and then failed names it in its error.
 func (db *DB) LogTornTail() (wal.TornTail, bool) { return db.log.TornTail() }
 
 // Version returns the last committed version.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
@@ -91,5 +92,53 @@ func openDamaged(t *testing.T, dir, what string, ro bool, last int64, hashes map
 		t.Fatalf("%s (read-only %v): opened at %d of %d, torn tail reported: %v", what, ro, v, last, torn)
 	case !bytes.Equal(db.LastCommitInfo().Hash(), hashes[v]):
 		t.Fatalf("%s (read-only %v): app hash at %d differs from the committed one", what, ro, v)
+	}
+}
+
+// TestTornTailReportedOnFailedOpen: a writable Open that cuts a torn tail
+// off the log and then fails names the cut in its error, since the next
+// open finds nothing left to report.
+func TestTornTailReportedOnFailedOpen(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 3, 5)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, walDirName, "*"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("log segments: %v %v", segs, err)
+	}
+	seg := segs[len(segs)-1]
+	f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 100)); err != nil { // a torn record of zeros
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(dir, Options{TargetVersion: 100})
+	if !errors.Is(err, ErrVersion) {
+		t.Fatalf("Open at a target past the last version: %v, want ErrVersion", err)
+	}
+	if want := "torn tail off the log first: 100 bytes at offset"; !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), seg) {
+		t.Fatalf("error %q does not report the torn tail cut off %s", err, seg)
+	}
+	db, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if tt, ok := db.LogTornTail(); ok {
+		t.Fatalf("torn tail again after the cut: %+v", tt)
+	}
+	if db.Version() != 5 {
+		t.Fatalf("version %d, want 5", db.Version())
 	}
 }
