@@ -80,19 +80,20 @@
 // there as a torn tail, with everything after it, which no fsync had made
 // durable; when the whole page is zeros and starts inside the record
 // before, whose body then fails, that record is cut too. So it does where
-// the page lies inside a record's body (a whole page of zeros from a page
-// boundary, in a body whose checksum fails), with whole records after it,
-// as an unsynced batch of records larger than a page can leave. With
-// synchronous appends under SyncEveryCommit, which write a record only
-// once the one before it is durable, a lost page is cut only when no whole
-// record follows it: one that does is damage, reported as corruption by
-// Open or, for a page inside a body, by Replay (so is such a log written
-// under another policy and opened with this one). Under the other
-// policies the cut is taken whatever follows: damage of that shape (a page
-// of zeros where a fsynced record was) loses the records from it on with
-// only a torn-tail report. After a power loss inside TruncateBack, the
-// caller that redoes the rollback passes its target as
-// Options.Discarding, and Open cuts damage after it.
+// the page starts inside a record (a whole page of zeros from a page
+// boundary after the record's first byte, in a record whose body checksum
+// fails), with whole records after it, as an unsynced batch of records
+// larger than a page can leave. With synchronous appends under
+// SyncEveryCommit, which write a record only once the one before it is
+// durable, a lost page is cut only when no whole record follows it: one
+// that does is damage, reported as corruption by Open or, for a page
+// inside a record's body, by Replay (so is such a log written under
+// another policy and opened with this one: the open judges by its own
+// options). Under the other policies the cut is taken whatever follows:
+// damage of that shape (a page of zeros where a fsynced record was) loses
+// the records from it on with only a torn-tail report. After a power loss
+// inside TruncateBack, the caller that redoes the rollback passes its
+// target as Options.Discarding, and Open cuts damage after it.
 //
 // # Reading and recovery
 //
@@ -104,10 +105,11 @@
 // whether it is a torn tail takes: the record before it, and for a lost
 // page the rest of the segment, checksummed up to twice its size), so it
 // costs little however large the log. Under the other policies, and with
-// an asynchronous queue, it verifies every record of the newest segment
-// (for a lost page inside a body), and with Options.Discarding every
-// record after that version; the older segments are read only by Replay
-// and Verify. Replay verifies every record it reads, and Verify reads them all. A
+// an asynchronous queue, it verifies every record of the newest
+// segment (for a lost page inside a body), holding the largest body in
+// memory; and with Options.Discarding, under any policy, every record
+// after that version. The older segments are read only by Replay and
+// Verify. Replay verifies every record it reads, and Verify reads them all. A
 // damaged record anywhere but at the tail, a damaged segment header or a
 // gap in the versions is an error wrapping ErrCorrupt that names the file
 // and byte offset (see CorruptionError); the log never serves a record

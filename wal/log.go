@@ -136,8 +136,10 @@ type request struct {
 //
 // Open checks every segment header and walks the records of the newest
 // segment: it checks each frame header and version and verifies the body
-// checksum of the last record, without reading the other bodies (Replay
-// verifies each body it reads; Verify reads them all). A torn tail of the
+// checksum of the last record; it verifies the other bodies only under
+// another policy than SyncEveryCommit or with an asynchronous queue, and
+// after opts.Discarding (Replay verifies each body it reads; Verify reads
+// them all; see the package doc). A torn tail of the
 // newest segment (what a crash during an append leaves, see scanSegment)
 // is cut off: the file is truncated to the end of the last good record and
 // fsynced; a newest segment left without records is removed. A corrupted

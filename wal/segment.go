@@ -115,8 +115,9 @@ func checkSegmentHeader(f file, path string, base int64) (int64, error) {
 //     follows);
 //     the record before it is cut too when that page starts inside it and
 //     its body fails (see lostPageAcross);
-//   - without strict, the bad record's body holds such a page: a whole
-//     page of zeros that starts inside the body (see lostPageIn);
+//   - without strict, the bad record's body fails and such a page starts
+//     inside the record, after its first byte: a whole page of zeros (see
+//     lostPageIn);
 //   - with discard positive, any bad record of a version after discard,
 //     which an unfinished TruncateBack was dropping (Options.Discarding).
 //
@@ -208,11 +209,13 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll, strict 
 			}
 			if !ok {
 				torn, err := tornFrom(recEnd)
-				if err == nil && !torn && tail && !strict {
-					torn, err = lostPageIn(f, off+frameHeaderSize, recEnd, size)
-				}
 				if err != nil {
-					return 0, 0, readEr(off, err)
+					return 0, 0, err
+				}
+				if !torn && tail && !strict {
+					if torn, err = lostPageIn(f, off, recEnd, size); err != nil {
+						return 0, 0, readEr(off, err)
+					}
 				}
 				if torn || discarded(next) {
 					break // cut at off, once the record before is checked
@@ -412,19 +415,25 @@ func lostPageAcross(f file, bodyStart, off, size int64) (bool, error) {
 }
 
 // lostPageIn reports whether a page the file system did not write back
-// starts inside the record body [bodyStart, recEnd) of the newest segment: a
-// whole page of zeros, within the file, at a page boundary of the body. In
-// a log whose appends are not strict (another policy than SyncEveryCommit,
-// or asynchronous appends), a page inside an unsynced record can be lost
+// starts inside the record at off, which ends at recEnd, in the newest
+// segment: a whole page of zeros, within the file, at a page boundary after
+// the record's first byte (in its frame header's checksum fields, which a
+// parse of the header does not check, or in its body). In a log whose
+// appends are not strict (another policy than SyncEveryCommit, or
+// asynchronous appends), a page inside an unsynced record can be lost
 // while later unsynced pages, with whole records, reach the disk; no fsync
 // returned after that record was written, or it would have written the
-// page back, so the record and everything after it were never durable.
-// A body can hold a page of zeros of its own, but then its checksum
-// passes: only a body that fails is looked at.
-func lostPageIn(f file, bodyStart, recEnd, size int64) (bool, error) {
-	for p := (bodyStart + unwrittenPage - 1) / unwrittenPage * unwrittenPage; p < recEnd && p+unwrittenPage <= size; p += unwrittenPage {
-		if zeros, err := allZero(f, p, p+unwrittenPage); err != nil || zeros {
-			return zeros, err
+// page back, so the record and everything after it were never durable. A
+// body can hold a page of zeros of its own, but then its checksum passes:
+// only a record whose body fails is looked at.
+func lostPageIn(f file, off, recEnd, size int64) (bool, error) {
+	buf := make([]byte, unwrittenPage)
+	for p := (off/unwrittenPage + 1) * unwrittenPage; p < recEnd && p+unwrittenPage <= size; p += unwrittenPage {
+		if err := readFullAt(f, buf, p); err != nil {
+			return false, err
+		}
+		if !slices.ContainsFunc(buf, func(b byte) bool { return b != 0 }) {
+			return true, nil
 		}
 	}
 	return false, nil

@@ -91,20 +91,34 @@ func wantDamage(t *testing.T, img []byte, o Options, off int64) {
 	wantCorruption(t, err, memPath(1), off)
 }
 
-// TestTornTailPageLostAtBodyStart: the lost page starts exactly where a
-// record's body does, so the version the scan reads from it is zero.
-func TestTornTailPageLostAtBodyStart(t *testing.T) {
-	sizes := []int{unwrittenPage - segmentHeaderSize - frameHeaderSize, 3 * unwrittenPage, 700, 900}
-	img, offs, entries := sizedSegment(t, 1, sizes)
-	offs = append(offs, int64(len(img)))
-	if offs[1]+frameHeaderSize != unwrittenPage {
-		t.Fatalf("record 2's body starts at %d", offs[1]+frameHeaderSize)
-	}
-	for _, p := range []int64{unwrittenPage, 2 * unwrittenPage} {
-		damaged := slices.Clone(img)
-		clear(damaged[p : p+unwrittenPage])
-		checkCutAt(t, damaged, Options{Sync: SyncGrouped}, entries, offs, 1, p)
-		wantDamage(t, damaged, Options{}, offs[1])
+// TestTornTailPageLostAtRecordStart: the lost page starts anywhere from a
+// record's frame header to its body's start, so that the header parses or
+// not (its checksum covers only the length), or the version the scan reads
+// from the body is zero.
+func TestTornTailPageLostAtRecordStart(t *testing.T) {
+	for into := 0; into <= frameHeaderSize; into++ {
+		// record 2's frame header starts into bytes before a page boundary
+		sizes := []int{unwrittenPage - segmentHeaderSize - into, 3 * unwrittenPage, 700, 900}
+		img, offs, entries := sizedSegment(t, 1, sizes)
+		offs = append(offs, int64(len(img)))
+		if offs[1]+int64(into) != unwrittenPage {
+			t.Fatalf("record 2 starts at %d", offs[1])
+		}
+		for _, p := range []int64{unwrittenPage, 2 * unwrittenPage} {
+			damaged := slices.Clone(img)
+			clear(damaged[p : p+unwrittenPage])
+			if into > 0 || p > unwrittenPage {
+				checkCutAt(t, damaged, Options{Sync: SyncGrouped}, entries, offs, 1, p)
+			} else {
+				// the whole frame header is zeros
+				ro, _, err := openImage(damaged, 1, Options{Sync: SyncGrouped, ReadOnly: true})
+				if err != nil || ro.LastVersion() != 1 {
+					t.Fatalf("page at %d, the header at %d: %v", p, offs[1], err)
+				}
+				mustClose(t, ro)
+			}
+			wantDamage(t, damaged, Options{}, offs[1])
+		}
 	}
 }
 
