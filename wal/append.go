@@ -426,7 +426,9 @@ func (l *Log) writeLocked(recs []pendingRecord) error {
 	for i := range recs {
 		r := &recs[i]
 		cur := l.w.size + pending
-		if l.w.f == nil || (cur > segmentHeaderSize && (cur+int64(len(r.data)) > l.opts.SegmentSize || l.rollsAt(r.version))) {
+		// a segment holds the records of one kind of appends (its
+		// header's flags): an open under another policy starts its own
+		if l.w.f == nil || (cur > segmentHeaderSize && (cur+int64(len(r.data)) > l.opts.SegmentSize || l.rollsAt(r.version) || l.w.flags != l.appendsFlag())) {
 			if err := l.writeRunLocked(recs[start:i]); err != nil {
 				return err
 			}
@@ -594,7 +596,7 @@ func (l *Log) rollLocked(base int64) error {
 	if err != nil {
 		return fmt.Errorf("wal: create %s: %w", tmp, err)
 	}
-	hdr := appendSegmentHeader(make([]byte, 0, segmentHeaderSize), base)
+	hdr := appendSegmentHeader(make([]byte, 0, segmentHeaderSize), base, l.appendsFlag())
 	if _, err = f.WriteAt(hdr, 0); err == nil {
 		err = f.Sync()
 	}
@@ -610,9 +612,10 @@ func (l *Log) rollLocked(base int64) error {
 	}
 	l.w.f, l.w.base, l.w.size, l.w.wbFrom = f, base, segmentHeaderSize, segmentHeaderSize
 	l.w.synced = segmentHeaderSize
+	l.w.flags = l.appendsFlag()
 
 	l.mu.Lock()
-	l.mu.segments = append(l.mu.segments, segment{base: base, path: path, size: segmentHeaderSize})
+	l.mu.segments = append(l.mu.segments, segment{base: base, path: path, size: segmentHeaderSize, flags: l.w.flags})
 	l.mu.Unlock()
 	return nil
 }

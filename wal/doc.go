@@ -87,25 +87,31 @@
 // SyncEveryCommit, which write a record only once the one before it is
 // durable, a lost page is cut only when no whole record follows it: one
 // that does is damage, reported as corruption by Open or, for a page
-// inside a record's body, by Replay (so is such a log written under
-// another policy and opened with this one: the open judges by its own
-// options). Under the other policies the cut is taken whatever follows:
+// inside a record's body, by Replay. Under the other policies the cut is
+// taken whatever follows:
 // damage of that shape (a page of zeros where a fsynced record was) loses
-// the records from it on with only a torn-tail report. After a power loss
-// inside TruncateBack, the caller that redoes the rollback passes its
-// target as Options.Discarding, and Open cuts damage after it.
+// the records from it on with only a torn-tail report. Which of the two
+// applies is the writer's, not the open's: each segment's header records
+// how its records were appended (a writer appends only to a segment of its
+// own kind, and starts a new one after an open under another policy), so
+// that an open with other options (a restart under another policy, a
+// read-only tool with the defaults) judges a crash's damage as the writer's
+// appends leave it. A segment of format version 1, which does not record
+// it, is judged by the open's options. After a power loss inside
+// TruncateBack, the caller that redoes the rollback passes its target as
+// Options.Discarding, and Open cuts damage after it.
 //
 // # Reading and recovery
 //
 // Open checks the segment headers and the record frames of the newest
 // segment, and repairs a torn tail (a record cut short, or a final record
 // whose checksum fails, is cut off; the file is truncated and fsynced).
-// With synchronous appends under SyncEveryCommit it reads no record body
+// In a segment of synchronous appends under SyncEveryCommit it reads no record body
 // but the last (and, after damage in the newest segment, what deciding
 // whether it is a torn tail takes: the record before it, and for a lost
 // page the rest of the segment, checksummed up to twice its size), so it
-// costs little however large the log. Under the other policies, and with
-// an asynchronous queue, it verifies every record of the newest
+// costs little however large the log. In one of another policy or of an
+// asynchronous queue it verifies every record of the newest
 // segment (for a lost page inside a body), holding the largest body in
 // memory; and with Options.Discarding, under any policy, every record
 // after that version. The older segments are read only by Replay and

@@ -20,13 +20,24 @@ package wal
 //
 //	 0       4       6       8                      16      20
 //	 +-------+-------+-------+----------------------+-------+
-//	 | magic | fmt   | resvd | base version         | hcrc  |
-//	 | u32   | u16   | u16=0 | u64                  | u32   |
+//	 | magic | fmt   | flags | base version         | hcrc  |
+//	 | u32   | u16   | u16   | u64                  | u32   |
 //	 +-------+-------+-------+----------------------+-------+
 //	 magic = segmentMagic (0x4C41574D, the bytes "MWAL")
-//	 fmt   = FormatVersion
+//	 fmt   = FormatVersion (2); version 1 is read too
+//	 flags = how the segment's records were appended, exactly one bit set:
+//	         flagStrictAppends (0x0001): synchronously under SyncEveryCommit,
+//	         each record written only once the one before it was durable;
+//	         flagRelaxedAppends (0x0002): under another policy or through an
+//	         asynchronous queue. Format version 1 has zero here (a reserved
+//	         field): how its records were appended is not recorded, and a
+//	         reader judges by its own options. Any other value is refused as
+//	         corruption.
 //	 base  = version of the first record; equals the number in the file name
 //	 hcrc  = CRC32C (Castagnoli) of bytes 0..16
+//
+// A writer appends only to a segment whose flags are its own: its first
+// record after an open under another policy starts a new segment.
 //
 // Record (frameHeaderSize = 12 bytes of frame, then the body):
 //
@@ -78,9 +89,16 @@ import (
 const (
 	// segmentMagic opens every segment file.
 	segmentMagic uint32 = 0x4C41574D
-	// FormatVersion is the segment format this package writes. Segments
-	// with another format version are refused with ErrUnsupportedFormat.
-	FormatVersion uint16 = 0x0001
+	// FormatVersion is the segment format this package writes. It reads
+	// it and formatVersion1 (without the header's flags); segments with
+	// another format version are refused with ErrUnsupportedFormat.
+	FormatVersion  uint16 = 0x0002
+	formatVersion1 uint16 = 0x0001
+
+	// flagStrictAppends and flagRelaxedAppends are the segment header's
+	// flags (see above).
+	flagStrictAppends  uint16 = 0x0001
+	flagRelaxedAppends uint16 = 0x0002
 
 	segmentHeaderSize = 20
 	frameHeaderSize   = 12
@@ -141,39 +159,54 @@ func parseSegmentName(name string) (int64, bool) {
 	return int64(v), true
 }
 
-// appendSegmentHeader appends the header of a segment starting at base.
-func appendSegmentHeader(dst []byte, base int64) []byte {
+// appendSegmentHeader appends the header of a segment starting at base
+// with the given flags: format version 1 for 0 (which only tests write),
+// FormatVersion otherwise.
+func appendSegmentHeader(dst []byte, base int64, flags uint16) []byte {
 	start := len(dst)
+	v := FormatVersion
+	if flags == 0 {
+		v = formatVersion1
+	}
 	dst = binary.LittleEndian.AppendUint32(dst, segmentMagic)
-	dst = binary.LittleEndian.AppendUint16(dst, FormatVersion)
-	dst = binary.LittleEndian.AppendUint16(dst, 0)
+	dst = binary.LittleEndian.AppendUint16(dst, v)
+	dst = binary.LittleEndian.AppendUint16(dst, flags)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(base))
 	return binary.LittleEndian.AppendUint32(dst, crc32c(dst[start:start+16]))
 }
 
-// parseSegmentHeader checks a segment header and returns its base version.
-// The error is a reason for a CorruptionError, or wraps ErrUnsupportedFormat.
-func parseSegmentHeader(b []byte) (int64, error) {
+// parseSegmentHeader checks a segment header and returns its base version
+// and flags. The error is a reason for a CorruptionError, or wraps
+// ErrUnsupportedFormat.
+func parseSegmentHeader(b []byte) (int64, uint16, error) {
 	if len(b) < segmentHeaderSize {
-		return 0, fmt.Errorf("segment header is %d bytes, want %d", len(b), segmentHeaderSize)
+		return 0, 0, fmt.Errorf("segment header is %d bytes, want %d", len(b), segmentHeaderSize)
 	}
 	if got := binary.LittleEndian.Uint32(b[16:20]); got != crc32c(b[:16]) {
-		return 0, fmt.Errorf("segment header checksum mismatch")
+		return 0, 0, fmt.Errorf("segment header checksum mismatch")
 	}
 	if m := binary.LittleEndian.Uint32(b[0:4]); m != segmentMagic {
-		return 0, fmt.Errorf("bad magic %#08x, want %#08x", m, segmentMagic)
+		return 0, 0, fmt.Errorf("bad magic %#08x, want %#08x", m, segmentMagic)
 	}
-	if v := binary.LittleEndian.Uint16(b[4:6]); v != FormatVersion {
-		return 0, fmt.Errorf("%w: segment format version %d, this build reads %d", ErrUnsupportedFormat, v, FormatVersion)
-	}
-	if r := binary.LittleEndian.Uint16(b[6:8]); r != 0 {
-		return 0, fmt.Errorf("reserved header field is %#04x, want 0", r)
+	v := binary.LittleEndian.Uint16(b[4:6])
+	flags := binary.LittleEndian.Uint16(b[6:8])
+	switch v {
+	case FormatVersion:
+		if flags != flagStrictAppends && flags != flagRelaxedAppends {
+			return 0, 0, fmt.Errorf("header flags are %#04x, want %#04x or %#04x", flags, flagStrictAppends, flagRelaxedAppends)
+		}
+	case formatVersion1:
+		if flags != 0 {
+			return 0, 0, fmt.Errorf("reserved header field is %#04x, want 0", flags)
+		}
+	default:
+		return 0, 0, fmt.Errorf("%w: segment format version %d, this build reads %d and %d", ErrUnsupportedFormat, v, formatVersion1, FormatVersion)
 	}
 	base := binary.LittleEndian.Uint64(b[8:16])
 	if base == 0 || base > math.MaxInt64 {
-		return 0, fmt.Errorf("bad base version %d", base)
+		return 0, 0, fmt.Errorf("bad base version %d", base)
 	}
-	return int64(base), nil
+	return int64(base), flags, nil
 }
 
 // frameHeader is a decoded record frame header.

@@ -90,7 +90,10 @@ func TestGoldenSegment(t *testing.T) {
 	mustAppend(t, l, goldenSegmentEntries()...)
 	mustClose(t, l)
 	got := fs.get(memPath(7))
-	checkGolden(t, "segment_v1.golden", got)
+	checkGolden(t, "segment_v2.golden", got)
+	if f := binary.LittleEndian.Uint16(got[6:8]); f != flagStrictAppends {
+		t.Fatalf("flags %#x, want %#x (synchronous appends under SyncEveryCommit)", f, flagStrictAppends)
+	}
 
 	if !bytes.Equal(got[:4], []byte("MWAL")) {
 		t.Fatalf("magic bytes % x", got[:4])
@@ -110,6 +113,44 @@ func TestGoldenSegment(t *testing.T) {
 	for i, e := range es {
 		if d := entryDiff(goldenSegmentEntries()[i], e); d != "" {
 			t.Fatal(d)
+		}
+	}
+}
+
+// TestGoldenSegmentV1 reads a segment of format version 1, written before
+// the header recorded how the records were appended, and appends to it.
+func TestGoldenSegmentV1(t *testing.T) {
+	v1, err := os.ReadFile(filepath.Join("testdata", "segment_v1.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.LittleEndian.Uint16(v1[4:6]); v != formatVersion1 {
+		t.Fatalf("segment_v1.golden has format version %d", v)
+	}
+	for _, o := range []Options{{}, {Sync: SyncGrouped}} {
+		fs := newMemFS()
+		fs.put(memPath(7), v1)
+		o.fs = fs
+		l := mustOpen(t, memDir, o)
+		es, err := collect(l, 7, 8)
+		if err != nil || len(es) != 2 {
+			t.Fatalf("%+v: replay of the version 1 segment: %d entries, %v", o, len(es), err)
+		}
+		for i, e := range es {
+			if d := entryDiff(goldenSegmentEntries()[i], e); d != "" {
+				t.Fatal(d)
+			}
+		}
+		next := goldenSegmentEntries()[0]
+		next.Version = 9
+		mustAppend(t, l, next)
+		mustClose(t, l)
+		// the new record went to a segment of this format version
+		if !bytes.Equal(fs.get(memPath(7)), v1) {
+			t.Fatalf("%+v: the version 1 segment changed", o)
+		}
+		if h := fs.get(memPath(9)); len(h) < segmentHeaderSize || binary.LittleEndian.Uint16(h[4:6]) != FormatVersion || binary.LittleEndian.Uint16(h[6:8]) != appendsFlagOf(o) {
+			t.Fatalf("%+v: the next segment's header % x", o, h[:min(len(h), segmentHeaderSize)])
 		}
 	}
 }
@@ -250,18 +291,33 @@ func TestSegmentNames(t *testing.T) {
 }
 
 func TestSegmentHeader(t *testing.T) {
-	h := appendSegmentHeader(nil, 99)
+	h := appendSegmentHeader(nil, 99, flagRelaxedAppends)
 	if len(h) != segmentHeaderSize {
 		t.Fatalf("header is %d bytes", len(h))
 	}
-	if base, err := parseSegmentHeader(h); err != nil || base != 99 {
-		t.Fatalf("parse: %d, %v", base, err)
+	for _, flags := range []uint16{0, flagStrictAppends, flagRelaxedAppends} {
+		if base, got, err := parseSegmentHeader(appendSegmentHeader(nil, 99, flags)); err != nil || base != 99 || got != flags {
+			t.Fatalf("parse with flags %#x: %d, %#x, %v", flags, base, got, err)
+		}
+	}
+	// flags that mean nothing (or two kinds of appends at once, or none in
+	// this format version, or any in version 1) are damage
+	for _, c := range []struct{ v, flags uint16 }{
+		{FormatVersion, flagStrictAppends | flagRelaxedAppends}, {FormatVersion, 0x0004}, {FormatVersion, 0x8000}, {FormatVersion, 0},
+		{formatVersion1, flagStrictAppends}, {formatVersion1, flagRelaxedAppends},
+	} {
+		b := appendSegmentHeader(nil, 99, c.flags)
+		binary.LittleEndian.PutUint16(b[4:6], c.v)
+		binary.LittleEndian.PutUint32(b[16:20], crc32c(b[:16]))
+		if _, _, err := parseSegmentHeader(b); err == nil || errors.Is(err, ErrUnsupportedFormat) {
+			t.Fatalf("version %d, flags %#x: %v, want a reason for corruption", c.v, c.flags, err)
+		}
 	}
 	// A future format version is refused as unsupported, not as corrupt.
 	future := bytes.Clone(h)
 	binary.LittleEndian.PutUint16(future[4:6], FormatVersion+1)
 	binary.LittleEndian.PutUint32(future[16:20], crc32c(future[:16]))
-	if _, err := parseSegmentHeader(future); !errors.Is(err, ErrUnsupportedFormat) {
+	if _, _, err := parseSegmentHeader(future); !errors.Is(err, ErrUnsupportedFormat) {
 		t.Fatalf("future format: %v", err)
 	}
 	fs := newMemFS()

@@ -100,7 +100,7 @@ func FuzzOpenSegment(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		img := append(appendSegmentHeader(nil, 1), data...)
+		img := append(appendSegmentHeader(nil, 1, 0), data...)
 		fs := newMemFS()
 		fs.put(memPath(1), img)
 		ro, err := Open(memDir, Options{fs: fs, ReadOnly: true})

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -228,7 +229,7 @@ func entryOfRecordSize(t testing.TB, v int64, total int) Entry {
 // the entries.
 func sizedSegment(t testing.TB, base int64, sizes []int) ([]byte, []int64, []Entry) {
 	t.Helper()
-	img := appendSegmentHeader(nil, base)
+	img := appendSegmentHeader(nil, base, flagStrictAppends)
 	var offs []int64
 	var es []Entry
 	for i, s := range sizes {
@@ -250,4 +251,19 @@ func openImage(img []byte, base int64, o Options) (*Log, *memFS, error) {
 	o.fs = fs
 	l, err := Open(memDir, o)
 	return l, fs, err
+}
+
+// appendsFlagOf returns the segment header flag a writer with o writes.
+func appendsFlagOf(o Options) uint16 {
+	return (&Log{opts: o}).appendsFlag()
+}
+
+// asWrittenBy returns a copy of the segment image img whose header carries
+// the flags of a writer with o, as if that writer had appended its records.
+func asWrittenBy(img []byte, o Options) []byte {
+	img = bytes.Clone(img)
+	binary.LittleEndian.PutUint16(img[4:6], FormatVersion)
+	binary.LittleEndian.PutUint16(img[6:8], appendsFlagOf(o))
+	binary.LittleEndian.PutUint32(img[16:20], crc32c(img[:16]))
+	return img
 }

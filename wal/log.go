@@ -77,12 +77,13 @@ type Log struct {
 	// goroutine, truncation and Close.
 	w struct {
 		sync.Mutex
-		f        file  // active segment; nil when the log has no segment
-		base     int64 // base version of f
-		size     int64 // bytes written to f
-		synced   int64 // bytes of f its last successful fsync made durable
-		wbFrom   int64 // offset in f from which writeback has not been started
-		unsynced int   // entries written to f since its last fsync
+		f        file   // active segment; nil when the log has no segment
+		base     int64  // base version of f
+		flags    uint16 // f's header flags: a record of another kind of appends rolls
+		size     int64  // bytes written to f
+		synced   int64  // bytes of f its last successful fsync made durable
+		wbFrom   int64  // offset in f from which writeback has not been started
+		unsynced int    // entries written to f since its last fsync
 		oldest   time.Time
 		batch    []byte          // coalescing buffer of the background writer
 		pend     []pendingRecord // reused list of records to write
@@ -136,8 +137,9 @@ type request struct {
 //
 // Open checks every segment header and walks the records of the newest
 // segment: it checks each frame header and version and verifies the body
-// checksum of the last record; it verifies the other bodies only under
-// another policy than SyncEveryCommit or with an asynchronous queue, and
+// checksum of the last record; it verifies the other bodies only where the
+// segment's records were appended under another policy than
+// SyncEveryCommit or through an asynchronous queue (its header says), and
 // after opts.Discarding (Replay verifies each body it reads; Verify reads
 // them all; see the package doc). A torn tail of the
 // newest segment (what a crash during an append leaves, see scanSegment)
@@ -225,7 +227,7 @@ func (l *Log) load() (err error) {
 		if err != nil {
 			return openError(s.path, err)
 		}
-		s.size, err = checkSegmentHeader(f, s.path, base)
+		s.size, s.flags, err = checkSegmentHeader(f, s.path, base)
 		f.Close()
 		if err != nil {
 			return err
@@ -251,7 +253,10 @@ func (l *Log) load() (err error) {
 		if err != nil {
 			return openError(s.path, err)
 		}
-		end, lastV, err := scanSegment(f, s.path, s.base, s.size, tail, !tail, l.opts.Sync == SyncEveryCommit && l.opts.AsyncBuffer == 0, l.opts.Discarding)
+		// what damage a crash can leave depends on how the records
+		// were appended: the segment says, or else this open's options
+		strict := s.flags == flagStrictAppends || (s.flags == 0 && l.appendsFlag() == flagStrictAppends)
+		end, lastV, err := scanSegment(f, s.path, s.base, s.size, tail, !tail, strict, l.opts.Discarding)
 		if err != nil {
 			f.Close()
 			return err
@@ -303,6 +308,7 @@ func (l *Log) load() (err error) {
 	if active != nil {
 		s := segs[len(segs)-1]
 		l.w.f, l.w.base, l.w.size, l.w.wbFrom = active, s.base, s.size, s.size
+		l.w.flags = s.flags
 		l.w.synced = s.size // by the fsync below, which a writable open needs
 	}
 	if !ro {
@@ -320,6 +326,17 @@ func (l *Log) load() (err error) {
 		}
 	}
 	return nil
+}
+
+// appendsFlag is the segment header flag of this log's appends:
+// flagStrictAppends for synchronous appends under SyncEveryCommit (each
+// record written once the one before it is durable), flagRelaxedAppends
+// otherwise.
+func (l *Log) appendsFlag() uint16 {
+	if l.opts.Sync == SyncEveryCommit && l.opts.AsyncBuffer == 0 {
+		return flagStrictAppends
+	}
+	return flagRelaxedAppends
 }
 
 // TornTail describes bytes at the end of the newest segment that do not

@@ -214,7 +214,22 @@ func (r *plResult) fail(class, msg string) {
 	}
 }
 
-// plCheck opens one crash image and checks the contract.
+// plOtherAppends returns options of the other kind of appends than o's
+// (synchronous under SyncEveryCommit, or not): a node restarted under
+// another policy, or a tool that opens with the defaults.
+func plOtherAppends(o Options) Options {
+	if o.Sync == SyncEveryCommit && o.AsyncBuffer == 0 {
+		o.Sync = SyncGrouped
+	} else {
+		o.Sync, o.AsyncBuffer = SyncEveryCommit, 0
+	}
+	return o
+}
+
+// plCheck opens one crash image and checks the contract. Every other image
+// is opened with the other kind of appends than the workload's: the
+// segment's header records how its records were appended, which decides
+// what damage a crash can leave.
 func plCheck(cfg plCfg, pt plPoint, img plImage, old, newer []Entry, res *plResult, deep bool) {
 	res.images++
 	class := plClassify(img)
@@ -222,13 +237,17 @@ func plCheck(cfg plCfg, pt plPoint, img plImage, old, newer []Entry, res *plResu
 	if pt.phase == 1 {
 		lb = min(lb, plRollback)
 	}
-	ctx := fmt.Sprintf("%v at %q (acked %d, lb %d, phase %d) image %s: %s", cfg, pt.st.label, pt.acked, lb, pt.phase, img.desc, class)
+	o := cfg.opts()
+	other := res.images%2 == 0
+	if other {
+		o = plOtherAppends(o)
+	}
+	ctx := fmt.Sprintf("%v at %q (acked %d, lb %d, phase %d, opened with the other kind of appends: %v) image %s: %s", cfg, pt.st.label, pt.acked, lb, pt.phase, other, img.desc, class)
 	defer func() {
 		if r := recover(); r != nil {
 			res.fail("panic", fmt.Sprintf("PANIC %v: %s", r, ctx))
 		}
 	}()
-	o := cfg.opts()
 	o.fs = imageFS(img)
 	if pt.phase == 1 {
 		// the caller knows the rollback it was doing (multitree's

@@ -12,9 +12,10 @@ import (
 
 // segment describes one segment file.
 type segment struct {
-	base int64  // version of the first record (from the file name)
-	path string // full path
-	size int64  // end of the last whole, written record: readers stop here
+	base  int64  // version of the first record (from the file name)
+	path  string // full path
+	size  int64  // end of the last whole, written record: readers stop here
+	flags uint16 // the header's flags: how its records were appended
 }
 
 func (l *Log) segmentPath(base int64) string {
@@ -61,30 +62,30 @@ func listSegments(fs fileSystem, dir string) (bases []int64, tmps []string, err 
 }
 
 // checkSegmentHeader reads and validates the header of an open segment and
-// returns the file size.
-func checkSegmentHeader(f file, path string, base int64) (int64, error) {
+// returns the file size and the header's flags.
+func checkSegmentHeader(f file, path string, base int64) (int64, uint16, error) {
 	size, err := f.Size()
 	if err != nil {
-		return 0, fmt.Errorf("wal: stat %s: %w", path, err)
+		return 0, 0, fmt.Errorf("wal: stat %s: %w", path, err)
 	}
 	if size < segmentHeaderSize {
-		return 0, corruptAt(path, 0, "file is %d bytes, shorter than the segment header", size)
+		return 0, 0, corruptAt(path, 0, "file is %d bytes, shorter than the segment header", size)
 	}
 	var hdr [segmentHeaderSize]byte
 	if err := readFullAt(f, hdr[:], 0); err != nil {
-		return 0, fmt.Errorf("wal: read %s: %w", path, err)
+		return 0, 0, fmt.Errorf("wal: read %s: %w", path, err)
 	}
-	got, err := parseSegmentHeader(hdr[:])
+	got, flags, err := parseSegmentHeader(hdr[:])
 	if err != nil {
 		if errors.Is(err, ErrUnsupportedFormat) {
-			return 0, fmt.Errorf("wal: %s: %w", path, err)
+			return 0, 0, fmt.Errorf("wal: %s: %w", path, err)
 		}
-		return 0, corruptAt(path, 0, "%v", err)
+		return 0, 0, corruptAt(path, 0, "%v", err)
 	}
 	if got != base {
-		return 0, corruptAt(path, 0, "header base version %d does not match the file name", got)
+		return 0, 0, corruptAt(path, 0, "header base version %d does not match the file name", got)
 	}
-	return size, nil
+	return size, flags, nil
 }
 
 // scanSegment walks the records of a segment from the header to size and

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 	"testing"
 )
@@ -50,6 +51,7 @@ func TestTornTailPageLostInBody(t *testing.T) {
 // the log ends before record k.
 func checkCutAt(t *testing.T, img []byte, o Options, entries []Entry, offs []int64, k int, p int64) {
 	t.Helper()
+	img = asWrittenBy(img, o)
 	ro := o
 	ro.ReadOnly = true
 	l, _, err := openImage(img, 1, ro)
@@ -83,6 +85,7 @@ func checkCutAt(t *testing.T, img []byte, o Options, entries []Entry, offs []int
 // appends under SyncEveryCommit), must report corruption at off.
 func wantDamage(t *testing.T, img []byte, o Options, off int64) {
 	t.Helper()
+	img = asWrittenBy(img, o)
 	l, _, err := openImage(img, 1, o)
 	if err == nil {
 		_, err = collect(l, l.FirstVersion(), l.LastVersion())
@@ -111,7 +114,7 @@ func TestTornTailPageLostAtRecordStart(t *testing.T) {
 				checkCutAt(t, damaged, Options{Sync: SyncGrouped}, entries, offs, 1, p)
 			} else {
 				// the whole frame header is zeros
-				ro, _, err := openImage(damaged, 1, Options{Sync: SyncGrouped, ReadOnly: true})
+				ro, _, err := openImage(asWrittenBy(damaged, Options{Sync: SyncGrouped}), 1, Options{Sync: SyncGrouped, ReadOnly: true})
 				if err != nil || ro.LastVersion() != 1 {
 					t.Fatalf("page at %d, the header at %d: %v", p, offs[1], err)
 				}
@@ -184,5 +187,108 @@ func wantOpenAt(t *testing.T, img []byte, o Options, entries []Entry, last int64
 		t.Fatalf("discarding %d: LastVersion %d, want %d", o.Discarding, l.LastVersion(), last)
 	}
 	checkReplay(t, l, entries[:last])
+	mustClose(t, l)
+}
+
+// TestAppendsFlagDecides: an open judges damage in the newest segment by
+// how its records were appended, which the segment's header records,
+// whatever the open's own options: a lost page with whole records after it
+// is cut in a segment of a grouped writer, also by an open with the
+// default (strict) options, and is damage in one of synchronous appends
+// under SyncEveryCommit, also for an open under SyncGrouped. A segment of
+// format version 1, which does not record it, is judged by the open's
+// options.
+func TestAppendsFlagDecides(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 6, smallShape)
+	for i := range entries {
+		entries[i].ChangeSets = append(entries[i].ChangeSets, ChangeSet{Name: "big", Pairs: []KVPair{{Key: []byte("k"), Value: randBytes(rng, 2*unwrittenPage)}}})
+	}
+	data, offs := segmentOf(t, entries)
+	// a page inside record 3's body
+	p := (offs[2]/unwrittenPage + 1) * unwrittenPage
+	clear(data[p : p+unwrittenPage])
+	grouped := Options{Sync: SyncGrouped}
+	v1 := slices.Clone(data)
+	binary.LittleEndian.PutUint16(v1[4:6], formatVersion1)
+	binary.LittleEndian.PutUint16(v1[6:8], 0)
+	binary.LittleEndian.PutUint32(v1[16:20], crc32c(v1[:16]))
+	for _, c := range []struct {
+		name string
+		img  []byte
+		opts Options
+		cut  bool
+	}{
+		{"grouped writer, default open", asWrittenBy(data, grouped), Options{}, true},
+		{"grouped writer, grouped open", asWrittenBy(data, grouped), grouped, true},
+		{"strict writer, grouped open", asWrittenBy(data, Options{}), grouped, false},
+		{"strict writer, default open", asWrittenBy(data, Options{}), Options{}, false},
+		{"version 1, grouped open", v1, grouped, true},
+		{"version 1, default open", v1, Options{}, false},
+	} {
+		for _, ro := range []bool{true, false} {
+			o := c.opts
+			o.ReadOnly = ro
+			l, _, err := openImage(c.img, 1, o)
+			if err == nil && !c.cut {
+				_, err = collect(l, l.FirstVersion(), l.LastVersion())
+				mustClose(t, l)
+			}
+			switch {
+			case !c.cut:
+				wantCorruption(t, err, memPath(1), offs[2])
+			case err != nil:
+				t.Fatalf("%s, read-only %v: %v", c.name, ro, err)
+			default:
+				if l.LastVersion() != 2 {
+					t.Fatalf("%s, read-only %v: LastVersion %d, want 2", c.name, ro, l.LastVersion())
+				}
+				checkReplay(t, l, entries[:2])
+				mustClose(t, l)
+			}
+		}
+	}
+}
+
+// TestAppendsFlagRolls: a writer appends only to a segment of its own kind
+// of appends: after an open under another policy, its first record starts
+// a new segment, whose header says how it appends.
+func TestAppendsFlagRolls(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 8, smallShape)
+	fs := newMemFS()
+	flagOf := func(base int64) uint16 { return binary.LittleEndian.Uint16(fs.get(memPath(base))[6:8]) }
+	steps := []struct {
+		opts  Options
+		from  int // entries[from:to] appended
+		to    int
+		bases []int64
+	}{
+		{Options{}, 0, 2, []int64{1}},
+		{Options{}, 2, 3, []int64{1}}, // same kind: the same segment
+		{Options{Sync: SyncGrouped}, 3, 5, []int64{1, 4}},
+		{Options{AsyncBuffer: 3}, 5, 6, []int64{1, 4}}, // relaxed too
+		{Options{}, 6, 8, []int64{1, 4, 7}},
+	}
+	for _, st := range steps {
+		o := st.opts
+		o.fs = fs
+		l := mustOpen(t, memDir, o)
+		mustAppend(t, l, entries[st.from:st.to]...)
+		mustClose(t, l)
+		var bases []int64
+		for _, n := range fs.names(memDir) {
+			b, _ := parseSegmentName(n)
+			bases = append(bases, b)
+		}
+		if !slices.Equal(bases, st.bases) {
+			t.Fatalf("after %+v: segments %v, want %v", st.opts, bases, st.bases)
+		}
+		if f := flagOf(bases[len(bases)-1]); f != appendsFlagOf(st.opts) {
+			t.Fatalf("after %+v: the newest segment's flags %#x, want %#x", st.opts, f, appendsFlagOf(st.opts))
+		}
+	}
+	l := mustOpen(t, memDir, Options{fs: fs})
+	checkReplay(t, l, entries)
 	mustClose(t, l)
 }

@@ -239,7 +239,8 @@ func TestTornTailUnwrittenPage(t *testing.T) {
 		{"zeros short of the page end, grouped", grouped, 5, pageEnd(offs[5]) - 1, 0},
 		{"header only", grouped, 4, offs[4] + frameHeaderSize, 0},
 	} {
-		img := slices.Clone(data)
+		written := asWrittenBy(data, c.opts)
+		img := slices.Clone(written)
 		clear(img[offs[c.rec]:c.to])
 		if c.last == 0 {
 			fs := newMemFS()
@@ -278,7 +279,7 @@ func TestTornTailUnwrittenPage(t *testing.T) {
 		if tt, ok := l.TornTail(); !ok || tt.Offset != offs[c.rec] || tt.Bytes != int64(len(img))-offs[c.rec] {
 			t.Fatalf("%s: torn tail %+v %v, want %d bytes at %d", c.name, tt, ok, int64(len(img))-offs[c.rec], offs[c.rec])
 		}
-		if got := fs.get(memPath(1)); !bytes.Equal(got, data[:offs[c.rec]]) {
+		if got := fs.get(memPath(1)); !bytes.Equal(got, written[:offs[c.rec]]) {
 			t.Fatalf("%s: segment not cut back to %d bytes (%d)", c.name, offs[c.rec], len(got))
 		}
 		mustAppend(t, l, entries[c.last:]...)
@@ -322,7 +323,7 @@ func TestTornTailPageLostAcrossRecords(t *testing.T) {
 			{"synchronous, the file ending with the page", Options{}, img[:page+unwrittenPage]},
 		} {
 			fs := newMemFS()
-			fs.put(memPath(1), slices.Clone(c.img))
+			fs.put(memPath(1), asWrittenBy(c.img, c.opts))
 			o := c.opts
 			o.fs, o.ReadOnly = fs, true
 			ro := mustOpen(t, memDir, o)
@@ -336,7 +337,7 @@ func TestTornTailPageLostAcrossRecords(t *testing.T) {
 			if l.LastVersion() != int64(k) {
 				t.Fatalf("%s: page at %d: LastVersion %d, want %d", c.name, page, l.LastVersion(), k)
 			}
-			if got := fs.get(memPath(1)); !bytes.Equal(got, data[:offs[k]]) {
+			if got := fs.get(memPath(1)); !bytes.Equal(got, asWrittenBy(data, c.opts)[:offs[k]]) {
 				t.Fatalf("%s: page at %d: segment not cut back to %d bytes (%d)", c.name, page, offs[k], len(got))
 			}
 			mustClose(t, l)
@@ -359,7 +360,7 @@ func TestTornTailPageLostAcrossRecords(t *testing.T) {
 			clear(img[offs[k+1] : page+unwrittenPage])
 			img[offs[k]+frameHeaderSize+1] ^= 0xff
 			fs := newMemFS()
-			fs.put(memPath(1), slices.Clone(img))
+			fs.put(memPath(1), asWrittenBy(img, Options{Sync: SyncGrouped}))
 			_, err := Open(memDir, Options{fs: fs, Sync: SyncGrouped})
 			wantCorruption(t, err, memPath(1), offs[k])
 		}
@@ -485,7 +486,7 @@ func TestEmptyNewestSegmentRemoved(t *testing.T) {
 	l := mustOpen(t, memDir, Options{fs: fs})
 	mustAppend(t, l, entries[:5]...)
 	mustClose(t, l)
-	fs.put(memPath(6), appendSegmentHeader(nil, 6))
+	fs.put(memPath(6), appendSegmentHeader(nil, 6, flagStrictAppends))
 	fs.put(memDir+"/"+segmentName(6)+tmpExt, []byte("partial"))
 
 	ro := mustOpen(t, memDir, Options{fs: fs, ReadOnly: true})

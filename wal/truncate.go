@@ -183,6 +183,7 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 	}
 	l.w.f, l.w.base, l.w.size, l.w.wbFrom = f, s.base, end, end
 	l.w.synced = end
+	l.w.flags = s.flags
 	l.mu.Lock()
 	l.mu.segments[keep].size = end
 	l.mu.last, l.mu.written = version, version
