@@ -427,7 +427,7 @@ func (l *Log) writeLocked(recs []pendingRecord) error {
 		r := &recs[i]
 		cur := l.w.size + pending
 		// a segment holds the records of one kind of appends (its
-		// header's flags): an open under another policy starts its own
+		// header's flags): a writer of the other kind starts its own
 		if l.w.f == nil || (cur > segmentHeaderSize && (cur+int64(len(r.data)) > l.opts.SegmentSize || l.rollsAt(r.version) || l.w.flags != l.appendsFlag())) {
 			if err := l.writeRunLocked(recs[start:i]); err != nil {
 				return err

@@ -7,19 +7,26 @@
 // A log is a directory of segment files named after the version of their
 // first record, zero-padded to 20 digits ("00000000000000000001.wal").
 // The writer appends to the newest segment and starts a new one when the
-// next record would take it past Options.SegmentSize, or when the record is
+// next record would take it past Options.SegmentSize, when the record is
 // the one RollAt names (a database starts a segment after each snapshot's
-// version, so that TruncateFront frees everything the snapshot holds).
-// Starting a segment costs fsyncs (the finished segment, the new one's
-// header, the directory), so it is done ahead of the record when it can
-// be, on a goroutine of the log: at RollAt when the record before the
-// named one is written, and with synchronous appends after a record when
-// one as large would not fit (segments then end a little before
-// SegmentSize). Such a segment stays empty until its record comes; Close
-// removes it if none came, and Open drops an empty newest segment. Each
-// segment starts with a header carrying a magic number and the format
-// version. format.go defines the bytes of the header, the record frame and
-// the entry encoding.
+// version, so that TruncateFront frees everything the snapshot holds), or
+// when the newest segment was written with the other kind of appends (see
+// below: synchronous appends under SyncEveryCommit, or any other policy or
+// an asynchronous queue). Starting a segment costs fsyncs (the finished
+// segment, the new one's header, the directory), so it is done ahead of the
+// record when it can be, on a goroutine of the log: at RollAt when the
+// record before the named one is written, at a writable Open that finds
+// the newest segment of the other kind of appends, and with synchronous
+// appends after a record when one as large would not fit (segments then
+// end a little before SegmentSize). Such a segment stays empty until its
+// record comes; Close removes it if none came, and Open drops an empty
+// newest segment. Each segment starts with a header carrying a magic
+// number, the format version and the kind of appends that wrote its
+// records. format.go defines the bytes of the header, the record frame and
+// the entry encoding. Format version 2 added the kind of appends; version
+// 1 segments are read (and judged by the open's options, see below), but
+// a build that reads only version 1 refuses a log this one has appended to
+// (ErrUnsupportedFormat): the change is one way.
 //
 // # Appending
 //
@@ -93,11 +100,11 @@
 // the records from it on with only a torn-tail report. Which of the two
 // applies is the writer's, not the open's: each segment's header records
 // how its records were appended (a writer appends only to a segment of its
-// own kind, and starts a new one after an open under another policy), so
-// that an open with other options (a restart under another policy, a
-// read-only tool with the defaults) judges a crash's damage as the writer's
-// appends leave it. A segment of format version 1, which does not record
-// it, is judged by the open's options. After a power loss inside
+// own kind of appends, and starts a new one after an open with the other
+// kind), so that an open with other options (a restart under another
+// policy, a read-only tool with the defaults) judges a crash's damage as
+// the writer's appends leave it. A segment of format version 1, which does
+// not record it, is judged by the open's options. After a power loss inside
 // TruncateBack, the caller that redoes the rollback passes its target as
 // Options.Discarding, and Open cuts damage after it.
 //
@@ -114,8 +121,9 @@
 // asynchronous queue it verifies every record of the newest
 // segment (for a lost page inside a body), holding the largest body in
 // memory; and with Options.Discarding, under any policy, every record
-// after that version. The older segments are read only by Replay and
-// Verify. Replay verifies every record it reads, and Verify reads them all. A
+// after that version. An older segment is read by Open only when the
+// newest holds no whole record (then it is verified whole); otherwise by
+// Replay and Verify. Replay verifies every record it reads, and Verify reads them all. A
 // damaged record anywhere but at the tail, a damaged segment header or a
 // gap in the versions is an error wrapping ErrCorrupt that names the file
 // and byte offset (see CorruptionError); the log never serves a record

@@ -31,13 +31,14 @@ package wal
 //	         flagRelaxedAppends (0x0002): under another policy or through an
 //	         asynchronous queue. Format version 1 has zero here (a reserved
 //	         field): how its records were appended is not recorded, and a
-//	         reader judges by its own options. Any other value is refused as
-//	         corruption.
+//	         reader judges by its own options. Other bits are a later
+//	         build's (ErrUnsupportedFormat); zero or both bits in version 2
+//	         are corruption.
 //	 base  = version of the first record; equals the number in the file name
 //	 hcrc  = CRC32C (Castagnoli) of bytes 0..16
 //
-// A writer appends only to a segment whose flags are its own: its first
-// record after an open under another policy starts a new segment.
+// A writer appends only to a segment whose flags are its own: after an open
+// with the other kind of appends, its first record starts a new segment.
 //
 // Record (frameHeaderSize = 12 bytes of frame, then the body):
 //
@@ -192,6 +193,10 @@ func parseSegmentHeader(b []byte) (int64, uint16, error) {
 	flags := binary.LittleEndian.Uint16(b[6:8])
 	switch v {
 	case FormatVersion:
+		if flags&^(flagStrictAppends|flagRelaxedAppends) != 0 {
+			// bits this build does not know: a later build's
+			return 0, 0, fmt.Errorf("%w: segment header flags %#04x, this build knows %#04x and %#04x", ErrUnsupportedFormat, flags, flagStrictAppends, flagRelaxedAppends)
+		}
 		if flags != flagStrictAppends && flags != flagRelaxedAppends {
 			return 0, 0, fmt.Errorf("header flags are %#04x, want %#04x or %#04x", flags, flagStrictAppends, flagRelaxedAppends)
 		}

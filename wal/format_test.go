@@ -300,17 +300,22 @@ func TestSegmentHeader(t *testing.T) {
 			t.Fatalf("parse with flags %#x: %d, %#x, %v", flags, base, got, err)
 		}
 	}
-	// flags that mean nothing (or two kinds of appends at once, or none in
-	// this format version, or any in version 1) are damage
-	for _, c := range []struct{ v, flags uint16 }{
-		{FormatVersion, flagStrictAppends | flagRelaxedAppends}, {FormatVersion, 0x0004}, {FormatVersion, 0x8000}, {FormatVersion, 0},
-		{formatVersion1, flagStrictAppends}, {formatVersion1, flagRelaxedAppends},
+	// two kinds of appends at once, none in this format version, or any
+	// in version 1 are damage; bits this build does not know are a later
+	// build's
+	for _, c := range []struct {
+		v, flags    uint16
+		unsupported bool
+	}{
+		{FormatVersion, flagStrictAppends | flagRelaxedAppends, false}, {FormatVersion, 0, false},
+		{formatVersion1, flagStrictAppends, false}, {formatVersion1, flagRelaxedAppends, false},
+		{FormatVersion, 0x0004, true}, {FormatVersion, 0x8001, true},
 	} {
 		b := appendSegmentHeader(nil, 99, c.flags)
 		binary.LittleEndian.PutUint16(b[4:6], c.v)
 		binary.LittleEndian.PutUint32(b[16:20], crc32c(b[:16]))
-		if _, _, err := parseSegmentHeader(b); err == nil || errors.Is(err, ErrUnsupportedFormat) {
-			t.Fatalf("version %d, flags %#x: %v, want a reason for corruption", c.v, c.flags, err)
+		if _, _, err := parseSegmentHeader(b); err == nil || errors.Is(err, ErrUnsupportedFormat) != c.unsupported {
+			t.Fatalf("version %d, flags %#x: %v, want unsupported: %v", c.v, c.flags, err, c.unsupported)
 		}
 	}
 	// A future format version is refused as unsupported, not as corrupt.

@@ -139,9 +139,10 @@ type request struct {
 // segment: it checks each frame header and version and verifies the body
 // checksum of the last record; it verifies the other bodies only where the
 // segment's records were appended under another policy than
-// SyncEveryCommit or through an asynchronous queue (its header says), and
-// after opts.Discarding (Replay verifies each body it reads; Verify reads
-// them all; see the package doc). A torn tail of the
+// SyncEveryCommit or through an asynchronous queue (its header says; for a
+// segment of format version 1, which does not, opts decide), and after
+// opts.Discarding (Replay verifies each body it reads; Verify reads them
+// all; see the package doc). A torn tail of the
 // newest segment (what a crash during an append leaves, see scanSegment)
 // is cut off: the file is truncated to the end of the last good record and
 // fsynced; a newest segment left without records is removed. A corrupted
@@ -177,6 +178,11 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.wg.Add(1)
 		go l.run()
 	}
+	// the newest segment holds the other kind of appends: the next record
+	// starts a segment of this writer's kind (writeLocked), ahead of it
+	l.app.Lock()
+	l.startRollAheadLocked(l.LastVersion()+1, func() bool { return l.w.flags != l.appendsFlag() })
+	l.app.Unlock()
 	return l, nil
 }
 

@@ -292,3 +292,45 @@ func TestAppendsFlagRolls(t *testing.T) {
 	checkReplay(t, l, entries)
 	mustClose(t, l)
 }
+
+// TestAppendsFlagRollsAhead: a writable open that finds the newest segment
+// of the other kind of appends starts the next segment ahead of the first
+// record (so that commit does not pay its fsyncs); a close without a
+// record removes it again.
+func TestAppendsFlagRollsAhead(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 4, smallShape)
+	fs := newMemFS()
+	l := mustOpen(t, memDir, Options{fs: fs})
+	mustAppend(t, l, entries[:2]...)
+	mustClose(t, l)
+	grouped := Options{fs: fs, Sync: SyncGrouped}
+	l = mustOpen(t, memDir, grouped)
+	l.rollAhead.Wait()
+	if got := fs.names(memDir); !slices.Equal(got, []string{segmentName(1), segmentName(3)}) {
+		t.Fatalf("after an open of the other kind: segments %v, want one started ahead at 3", got)
+	}
+	if h := fs.get(memPath(3)); len(h) != segmentHeaderSize || binary.LittleEndian.Uint16(h[6:8]) != flagRelaxedAppends {
+		t.Fatalf("the segment started ahead: % x", h)
+	}
+	mustClose(t, l)
+	if got := fs.names(memDir); !slices.Equal(got, []string{segmentName(1)}) {
+		t.Fatalf("after a close without records: segments %v", got)
+	}
+	l = mustOpen(t, memDir, grouped)
+	mustAppend(t, l, entries[2:]...)
+	mustClose(t, l)
+	l = mustOpen(t, memDir, Options{fs: fs, ReadOnly: true})
+	checkReplay(t, l, entries)
+	mustClose(t, l)
+	if got := fs.names(memDir); !slices.Equal(got, []string{segmentName(1), segmentName(3)}) {
+		t.Fatalf("segments %v", got)
+	}
+	// an open of the same kind starts nothing
+	l = mustOpen(t, memDir, grouped)
+	l.rollAhead.Wait()
+	if got := fs.names(memDir); !slices.Equal(got, []string{segmentName(1), segmentName(3)}) {
+		t.Fatalf("after an open of the same kind: segments %v", got)
+	}
+	mustClose(t, l)
+}
