@@ -428,13 +428,10 @@ func lostPageAcross(f file, bodyStart, off, size int64) (bool, error) {
 // body can hold a page of zeros of its own, but then its checksum passes:
 // only a record whose body fails is looked at.
 func lostPageIn(f file, off, recEnd, size int64) (bool, error) {
-	buf := make([]byte, unwrittenPage)
+	buf := make([]byte, unwrittenPage) // one for all the pages of a large body
 	for p := (off/unwrittenPage + 1) * unwrittenPage; p < recEnd && p+unwrittenPage <= size; p += unwrittenPage {
-		if err := readFullAt(f, buf, p); err != nil {
-			return false, err
-		}
-		if !slices.ContainsFunc(buf, func(b byte) bool { return b != 0 }) {
-			return true, nil
+		if zeros, err := allZeroIn(f, p, p+unwrittenPage, buf); err != nil || zeros {
+			return zeros, err
 		}
 	}
 	return false, nil
@@ -442,7 +439,11 @@ func lostPageIn(f file, off, recEnd, size int64) (bool, error) {
 
 // allZero reports whether bytes [from, to) of f are all zero.
 func allZero(f file, from, to int64) (bool, error) {
-	var buf [32 << 10]byte
+	return allZeroIn(f, from, to, make([]byte, 32<<10))
+}
+
+// allZeroIn is allZero reading through buf.
+func allZeroIn(f file, from, to int64, buf []byte) (bool, error) {
 	for from < to {
 		n := int64(len(buf))
 		if to-from < n {
