@@ -20,7 +20,10 @@
 // appends after a record when one as large would not fit (segments then
 // end a little before SegmentSize). Such a segment stays empty until its
 // record comes; Close removes it if none came, and Open drops an empty
-// newest segment. Each segment starts with a header carrying a magic
+// newest segment, once it has found the segment before it ending with the
+// record just before the empty one's base (that segment was fsynced before
+// the empty one was created: ending earlier, it lost durable records, and
+// Open reports the damage, keeping the empty segment). Each segment starts with a header carrying a magic
 // number, the format version and the kind of appends that wrote its
 // records. format.go defines the bytes of the header, the record frame and
 // the entry encoding. Format version 2 added the kind of appends; version

@@ -253,6 +253,10 @@ func (l *Log) load() (err error) {
 		}
 	}()
 	tail := true
+	// base of the last empty segment dropped: the segment before it was
+	// fsynced, up to the record of base-1, before it was created
+	var dropped int64
+	var empty []string // paths of the empty segments dropped, newest first
 	for len(segs) > 0 {
 		s := &segs[len(segs)-1]
 		f, err := fs.OpenFile(s.path, ro)
@@ -282,6 +286,10 @@ func (l *Log) load() (err error) {
 			}
 		}
 		s.size = end
+		if lastV >= s.base && dropped > 0 && lastV != dropped-1 {
+			f.Close()
+			return corruptAt(s.path, end, "segment ends at version %d but the next segment, %s, empty, starts at %d", lastV, segmentName(dropped), dropped)
+		}
 		if lastV >= s.base {
 			last = lastV
 			if ro {
@@ -292,15 +300,21 @@ func (l *Log) load() (err error) {
 			break
 		}
 		f.Close()
-		if !ro {
-			if err := fs.Remove(s.path); err != nil {
-				return fmt.Errorf("wal: remove empty segment %s: %w", s.path, err)
-			}
-			if err := fs.SyncDir(l.dir); err != nil {
-				return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+		empty = append(empty, s.path)
+		dropped = s.base
+		segs = segs[:len(segs)-1]
+	}
+	// Empty segments go once the one before them is found whole: removed
+	// first, they would take with them the evidence of its lost records.
+	if !ro && len(empty) > 0 {
+		for _, path := range empty {
+			if err := fs.Remove(path); err != nil {
+				return fmt.Errorf("wal: remove empty segment %s: %w", path, err)
 			}
 		}
-		segs = segs[:len(segs)-1]
+		if err := fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("wal: sync %s: %w", l.dir, err)
+		}
 	}
 
 	l.mu.segments = segs

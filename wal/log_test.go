@@ -607,6 +607,51 @@ func TestRollAhead(t *testing.T) {
 	checkReplay(t, l, entries)
 }
 
+// TestEmptyNewestSegmentAfterLostRecords: a segment started ahead is
+// created only once the one before it is fsynced up to the record before
+// its base. When that one ends earlier, records it held were lost after
+// they were durable: Open reports the damage, read-only or not, instead
+// of dropping the empty segment and ending the log early, and a writable
+// Open leaves the empty segment in place for the next one to see.
+func TestEmptyNewestSegmentAfterLostRecords(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 12, smallShape)
+	fs := newMemFS()
+	l := mustOpen(t, memDir, Options{fs: fs})
+	mustAppend(t, l, entries[:5]...)
+	l.RollAt(6)
+	l.rollAhead.Wait()
+	mustAppend(t, l, entries[5:9]...)
+	l.RollAt(10)
+	l.rollAhead.Wait()
+	crashed := fs.clone() // a crash with the empty segment of 10 in place
+	mustClose(t, l)
+	want := []string{segmentName(1), segmentName(6), segmentName(10)}
+	if got := crashed.names(memDir); !slices.Equal(got, want) {
+		t.Fatalf("segments %v, want %v", got, want)
+	}
+
+	data := crashed.get(memPath(6))
+	f, err := crashed.OpenFile(memPath(6), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := recordEnd(f, segment{base: 6, path: memPath(6), size: int64(len(data))}, 8)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed.put(memPath(6), data[:end]) // the record of 9 lost
+
+	for _, ro := range []bool{true, false, false} {
+		_, err := Open(memDir, Options{fs: crashed, ReadOnly: ro})
+		wantCorruption(t, err, memPath(6), end)
+		if got := crashed.names(memDir); !slices.Equal(got, want) {
+			t.Fatalf("segments after a failed open (read-only %v): %v, want %v", ro, got, want)
+		}
+	}
+}
+
 // TestRollAheadFullSegment: with synchronous appends, a record after which
 // one as large would not fit starts the next segment at once. Segments
 // stay within SegmentSize (or hold one record), a closed log ends with a
