@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/crc32"
+	"io/fs"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -164,4 +165,58 @@ func TestCRCCombine(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestChecksumsOfRemovedFiles: a writer may prune a snapshot, or replace
+// it with another of the same version, while a reader has it mapped.
+// VerifyChecksums, which runs while the snapshot is open, then checks the
+// mapping that reads serve: it passes on a sound one, where reopening by
+// path found nothing or another file. NewChecksumCheck, whose check may
+// run after the snapshot is closed, fails with fs.ErrNotExist instead of
+// checking another file against this snapshot's checksums.
+func TestChecksumsOfRemovedFiles(t *testing.T) {
+	r := rand.New(rand.NewSource(testutil.Seed(t)))
+	keys, values := sortedKVs(r, 1500)
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "snap")
+	if err := writePaced(context.Background(), dir, keys, values, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(parent, "other")
+	keys2, values2 := sortedKVs(r, 1700)
+	if err := writePaced(context.Background(), other, keys2, values2, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check := func(what string) {
+		t.Helper()
+		if err := s.VerifyChecksums(context.Background()); err != nil {
+			t.Fatalf("VerifyChecksums, %s: %v", what, err)
+		}
+		if c, err := s.NewChecksumCheck(); !errors.Is(err, fs.ErrNotExist) {
+			if c != nil {
+				c.Close()
+			}
+			t.Fatalf("NewChecksumCheck, %s: %v; want fs.ErrNotExist", what, err)
+		}
+	}
+	// another snapshot's files renamed over these
+	if err := os.Rename(dir, filepath.Join(parent, "pruned")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, dir); err != nil {
+		t.Fatal(err)
+	}
+	check("replaced by another snapshot")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(parent, "pruned")); err != nil {
+		t.Fatal(err)
+	}
+	check("removed")
 }

@@ -91,6 +91,9 @@ type Snapshot struct {
 	lookup   []byte // nil for format version 1 and for the empty tree
 	maps     [metaDataFileCount][]byte
 	mapped   bool
+	// ids are the files the maps were made from, for the checks that
+	// reopen them by path (NewChecksumCheck)
+	ids [metaDataFileCount]os.FileInfo
 	// closed is set by Close before it unmaps, so that a read that
 	// faults or finds the slices gone after it can tell (FaultFrom)
 	closed atomic.Bool
@@ -115,12 +118,12 @@ func OpenAs(dir, named string) (*Snapshot, error) {
 	s := newSnapshot(filepath.Clean(named), &m)
 	s.mapped = true
 	for i, name := range dataFileNames[:dataFiles(m.formatVersion)] {
-		b, err := mapFile(filepath.Join(dir, name), m.files[i].length)
+		b, id, err := mapFile(filepath.Join(dir, name), m.files[i].length)
 		if err != nil {
 			_ = s.Close()
 			return nil, err
 		}
-		s.maps[i] = b
+		s.maps[i], s.ids[i] = b, id
 	}
 	s.setViews()
 	registerKVs(s)
@@ -252,26 +255,26 @@ func checkMetaFields(path string, b *[MetaSize]byte) error {
 
 // mapFile maps the file at path read-only after checking that it is size
 // bytes long. An empty file maps to nil.
-func mapFile(path string, size uint64) ([]byte, error) {
+func mapFile(path string, size uint64) ([]byte, os.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	// The mapping outlives the descriptor.
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	if err := checkLength(path, uint64(fi.Size()), size); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if size == 0 {
-		return nil, nil
+		return nil, fi, nil
 	}
 	b, _, err := mmap.Mmap(f, int(size))
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: mmap %s: %w", path, err)
+		return nil, nil, fmt.Errorf("snapshot: mmap %s: %w", path, err)
 	}
 	// mmap.Mmap advises random access, which also turns off the kernel's
 	// fault-around: every first touch of a 4 KiB page then costs a fault of
@@ -279,7 +282,7 @@ func mapFile(path string, size uint64) ([]byte, error) {
 	// cached neighbours of a faulting page together, which is what lookups
 	// and scans over a warm snapshot want.
 	_ = unix.Madvise(b, unix.MADV_NORMAL)
-	return b, nil
+	return b, fi, nil
 }
 
 // checkLength checks that the file at path is as long as meta records.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -79,11 +80,14 @@ const checksumChunk = 64 << 10
 // against meta, the first part of Verify. It is NewChecksumCheck and its
 // Run: the files are read with read(2), not through the mapping, so the
 // check brings no page into the process's memory and leaves the mapping
-// alone for the reads that may go on meanwhile. It returns ctx's error if
-// ctx ends first. Errors wrap ErrCorrupt and ErrChecksum and name the
-// file.
+// alone for the reads that may go on meanwhile. A file that its path no
+// longer names (a writer pruned the snapshot, or replaced it with another
+// of the same version, since it was mapped) is checked through the
+// mapping, which is what reads serve: the snapshot must stay open until
+// the call returns, as for any read. It returns ctx's error if ctx ends
+// first. Errors wrap ErrCorrupt and ErrChecksum and name the file.
 func (s *Snapshot) VerifyChecksums(ctx context.Context, files ...string) error {
-	c, err := s.NewChecksumCheck(files...)
+	c, err := s.newChecksumCheck(true, files...)
 	if err != nil {
 		return err
 	}
@@ -114,6 +118,13 @@ type checkedFile struct {
 // check of their checksums against meta, which Run does. Run or Close
 // must follow, to close them.
 func (s *Snapshot) NewChecksumCheck(files ...string) (*ChecksumCheck, error) {
+	return s.newChecksumCheck(false, files...)
+}
+
+// newChecksumCheck is NewChecksumCheck; viaMapping lets it check through
+// the mapping a file its path no longer names, for a check that runs while
+// the snapshot stays open (VerifyChecksums).
+func (s *Snapshot) newChecksumCheck(viaMapping bool, files ...string) (*ChecksumCheck, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -126,16 +137,48 @@ func (s *Snapshot) NewChecksumCheck(files ...string) (*ChecksumCheck, error) {
 		if !s.mapped || s.files[i].length == 0 {
 			cf.mem = s.maps[i]
 		} else {
-			f, err := os.Open(cf.path)
+			f, err := s.reopen(i, cf.path, viaMapping)
 			if err != nil {
 				_ = c.Close()
-				return nil, fmt.Errorf("snapshot: %w", err)
+				return nil, err
 			}
-			cf.f = f
+			if f == nil {
+				cf.mem = s.maps[i]
+			} else {
+				cf.f = f
+			}
 		}
 		c.files = append(c.files, cf)
 	}
 	return c, nil
+}
+
+// reopen opens the file the i-th map was made from by its path. When the
+// path no longer names that file (a writer removed the snapshot, pruning
+// it or replacing it with another of the same version, while it was
+// mapped) it returns nil with viaMapping, for the check to read the
+// mapping, which reads go on serving, and an error otherwise.
+func (s *Snapshot) reopen(i int, path string, viaMapping bool) (*os.File, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) && viaMapping && s.ids[i] != nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if s.ids[i] != nil && !os.SameFile(fi, s.ids[i]) {
+		f.Close()
+		if viaMapping {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("snapshot: %s is no longer the file mapped: %w", path, fs.ErrNotExist)
+	}
+	return f, nil
 }
 
 // Run checks the files and closes them. It returns ctx's error if ctx ends
