@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"cosmossdk.io/store/cachekv"
 	pruningtypes "cosmossdk.io/store/pruning/types"
@@ -42,7 +44,7 @@ type TreeStore struct {
 	name string
 	// tree is the working tree; the multistore refreshes it after every
 	// operation that may replace it (Commit, store upgrades, reloads).
-	tree     *memiavl.Tree
+	tree     multitree.WorkingReader
 	zeroCopy bool
 	// pending are the writes not yet applied to the database, in order.
 	pending []wal.KVPair
@@ -133,7 +135,12 @@ func applyPending(db *multitree.DB, stores ...*TreeStore) {
 		st.pending = st.pending[:0]
 	}
 	if err != nil {
-		panic(fmt.Errorf("memiavl: write: %w", err))
+		// a read or a commit applies the writes buffered before it
+		names := make([]string, len(css))
+		for i, cs := range css {
+			names[i] = strconv.Quote(cs.Name)
+		}
+		panic(fmt.Errorf("memiavl: applying the buffered writes of store %s: %w", strings.Join(names, ", "), err))
 	}
 }
 

@@ -1119,3 +1119,48 @@ func TestResultsAreTheCallers(t *testing.T) {
 		t.Errorf("proven query at 2:\n ours %v\n root %v", *ra, *rb)
 	}
 }
+
+// TestQueryWithoutDatabase: a query before the multistore is loaded fails
+// as rootmulti's (no store is loaded yet), and one after it is closed
+// with ErrNotLoaded, with or without a proof (a proven query's other
+// failures give rootmulti's empty-proof error, which would hide it); writes buffered before Close make a read panic with
+// an error naming the store and the closed database.
+func TestQueryWithoutDatabase(t *testing.T) {
+	dir := t.TempDir()
+	keys := keyring{}
+	ms, err := compat.NewMultiStore(dir, log.NewNopLogger(), testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mountAll(ms, keys, smallMount)
+	query := func(when string, want error) {
+		t.Helper()
+		for _, prove := range []bool{false, true} {
+			_, err := ms.Query(&types.RequestQuery{Path: "/a/key", Data: []byte("k"), Prove: prove})
+			if !errors.Is(err, want) {
+				t.Errorf("query %s (prove %v): %v; want %v", when, prove, err, want)
+			}
+		}
+	}
+	query("before the load", types.ErrUnknownRequest)
+	if err := ms.LoadLatestVersion(); err != nil {
+		t.Fatal(err)
+	}
+	store := ms.GetKVStore(keys["a"])
+	store.Set([]byte("k"), []byte("v"))
+	ms.Commit()
+	store.Set([]byte("k2"), []byte("v2"))
+	if err := ms.Close(); err != nil {
+		t.Fatal(err)
+	}
+	query("after Close", compat.ErrNotLoaded)
+	func() {
+		defer func() {
+			err, _ := recover().(error)
+			if !errors.Is(err, multitree.ErrClosed) || !strings.Contains(err.Error(), `buffered writes of store "a"`) {
+				t.Errorf("a read after Close with a buffered write: panic %v", err)
+			}
+		}()
+		store.Get([]byte("k"))
+	}()
+}

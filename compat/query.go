@@ -42,7 +42,8 @@ import (
 //
 // Errors and empty responses are those of rootmulti, except that a damaged
 // snapshot met by a read or a proof is an error wrapping memiavl.ErrCorrupt,
-// where iavl.Store panics.
+// where iavl.Store panics, and that a query before a load or after Close
+// fails with ErrNotLoaded, proven or not.
 func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error) {
 	storeName, subpath, err := parsePath(req.Path)
 	if err != nil {
@@ -61,9 +62,10 @@ func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error
 	}
 	req.Path = subpath
 	res, info, err := s.queryStore(storeName, req, emptied)
-	if !req.Prove || subpath != "/key" || errors.Is(err, memiavl.ErrCorrupt) {
+	if !req.Prove || subpath != "/key" || errors.Is(err, memiavl.ErrCorrupt) || errors.Is(err, ErrNotLoaded) || errors.Is(err, multitree.ErrClosed) {
 		// (rootmulti answers a proven query's other errors with the
-		// empty proof's below)
+		// empty proof's below; a store without a database to read is
+		// ours alone)
 		return res, err
 	}
 	if res.ProofOps == nil || len(res.ProofOps.Ops) == 0 {

@@ -131,6 +131,9 @@ var sideAccepted = map[string]sideAccept{
 		"ours accepts; rootmulti refuses since its iavl keeps the deleted store's versions", `<nil>`},
 	"upgrade/rename-back": {
 		"ours accepts; rootmulti refuses since its iavl keeps the old name's versions", `<nil>`},
+	"upgrade/rename-one-store-twice": {
+		"ours refuses a second rename of the same store (a rename moves it); rootmulti copies it into both",
+		`.*cannot rename "store2" to "(?:restore2|copy2)": the same upgrades deleted or renamed it before.*`},
 	"rename-old-mounted/old-store": {
 		"ours drops the renamed-from store though its name stays mounted; rootmulti keeps it", `""`},
 	"rename-old-mounted/WorkingHash": {
@@ -656,6 +659,39 @@ func TestRootmultiSideReaddDeletedStore(t *testing.T) {
 	}
 	if got := getByName(z.c, "store3", "k2"); got != `"v2"` {
 		t.Errorf("re-added store3 after commit: %v", got)
+	}
+}
+
+// TestRootmultiSideRenameOneStoreTwice: store2 renamed to two stores in one
+// load is refused before it changes anything: the store reloads as it was,
+// without the upgrades, and commits on.
+func TestRootmultiSideRenameOneStoreTwice(t *testing.T) {
+	po := pruningtypes.NewPruningOptions(pruningtypes.PruningNothing)
+	z := newSide(t, po)
+	z.loadBoth("load", func(s types.CommitMultiStore) error { return s.LoadLatestVersion() })
+	z.set("store2", "k", "v")
+	z.commit()
+	z.fresh([]string{"store1", "restore2", "copy2", "store3"}, po)
+	z.acceptedBoth("upgrade/rename-one-store-twice", func(s types.CommitMultiStore) any {
+		return s.LoadLatestVersionAndUpgrade(&types.StoreUpgrades{Renamed: []types.StoreRename{
+			{OldKey: "store2", NewKey: "restore2"}, {OldKey: "store2", NewKey: "copy2"}}})
+	})
+	c, err := compat.NewMultiStore(z.dir, log.NewNopLogger(), z.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keys := keyring{}
+	for _, n := range sideStores {
+		c.MountStoreWithDB(keys.key(n, types.StoreTypeIAVL), types.StoreTypeIAVL, nil)
+	}
+	z.c.Close()
+	z.c = nil
+	if err := c.LoadLatestVersion(); err != nil {
+		t.Fatalf("load after the refused upgrade: %v", err)
+	}
+	if got := getByName(c, "store2", "k"); got != `"v"` || c.LastCommitID().Version != 1 {
+		t.Fatalf("store2 after the refused upgrade: %v at version %d", got, c.LastCommitID().Version)
 	}
 }
 

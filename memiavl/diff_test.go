@@ -454,7 +454,9 @@ func TestDeferredHashing(t *testing.T) {
 			w.save()
 			continue
 		}
-		w.ours.SaveVersionDeferHash()
+		if _, err := w.ours.SaveVersionDeferHash(); err != nil {
+			t.Fatal(err)
+		}
 		if _, _, err := w.ref.SaveVersion(); err != nil {
 			t.Fatal(err)
 		}
@@ -502,7 +504,9 @@ func TestExclusiveMutation(t *testing.T) {
 			w.step()
 		}
 		if v%3 == 0 {
-			w.ours.SaveVersionDeferHash()
+			if _, err := w.ours.SaveVersionDeferHash(); err != nil {
+				t.Fatal(err)
+			}
 			if _, _, err := w.ref.SaveVersion(); err != nil {
 				t.Fatal(err)
 			}
@@ -553,7 +557,9 @@ func TestExclusiveMutation(t *testing.T) {
 			t.Fatal(err)
 		}
 		i += 37
-		tr.SaveVersionDeferHash()
+		if _, err := tr.SaveVersionDeferHash(); err != nil {
+			t.Fatal(err)
+		}
 	})
 	if allocs != 0 {
 		t.Fatalf("an update of an exclusive tree allocates %v times", allocs)

@@ -486,10 +486,10 @@ func TestIAVLEdgeTrees(t *testing.T) {
 				}
 			}
 			if v%4 != 3 {
-				v1 := p.ours.SaveVersionDeferHash()
+				v1, err1 := p.ours.SaveVersionDeferHash()
 				_, v2, err := p.ref.SaveVersion()
-				if err != nil || v1 != v2 {
-					t.Fatalf("deferred save v%d, iavl v%d %v", v1, v2, err)
+				if err1 != nil || err != nil || v1 != v2 {
+					t.Fatalf("deferred save v%d %v, iavl v%d %v", v1, err1, v2, err)
 				}
 				continue
 			}

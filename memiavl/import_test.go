@@ -260,8 +260,8 @@ func FuzzImport(f *testing.F) {
 }
 
 // TestLastVersion: version math.MaxInt64 is the last a tree can have. A
-// tree saved at it passes Check and refuses the next SaveVersion with
-// ErrVersion, and an import at it is refused, as no version could be
+// tree saved at it passes Check and refuses the next SaveVersion (deferred
+// hashes or not) and any change with ErrVersion, and an import at it is refused, as no version could be
 // committed after it.
 func TestLastVersion(t *testing.T) {
 	tr, err := memiavl.New(memiavl.Options{InitialVersion: math.MaxInt64})
@@ -279,6 +279,15 @@ func TestLastVersion(t *testing.T) {
 	}
 	if _, v, err := tr.SaveVersion(); !errors.Is(err, memiavl.ErrVersion) {
 		t.Fatalf("SaveVersion after the last version: %d, %v; want ErrVersion", v, err)
+	}
+	if v, err := tr.SaveVersionDeferHash(); !errors.Is(err, memiavl.ErrVersion) {
+		t.Fatalf("SaveVersionDeferHash after the last version: %d, %v; want ErrVersion", v, err)
+	}
+	if _, err := tr.Set([]byte("k"), []byte("w")); !errors.Is(err, memiavl.ErrVersion) {
+		t.Fatalf("Set after the last version: %v; want ErrVersion", err)
+	}
+	if _, err := tr.Remove([]byte("k")); !errors.Is(err, memiavl.ErrVersion) {
+		t.Fatalf("Remove after the last version: %v; want ErrVersion", err)
 	}
 	if tr.Version() != math.MaxInt64 {
 		t.Fatalf("version %d after the refused save", tr.Version())

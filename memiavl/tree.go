@@ -72,7 +72,9 @@ func New(opts Options) (*Tree, error) {
 // Version returns the last saved version, 0 if none was saved.
 func (t *Tree) Version() int64 { return t.version }
 
-// WorkingVersion returns the version the next SaveVersion will create.
+// WorkingVersion returns the version the next SaveVersion will create:
+// none after the last version (math.MaxInt64), where it wraps around to
+// math.MinInt64 and Set, Remove and the saves fail.
 func (t *Tree) WorkingVersion() int64 {
 	v := t.version + 1
 	if v == 1 && t.initial > 0 {
@@ -231,13 +233,17 @@ func (t *Tree) StartNextTouches() bool {
 
 // Set inserts or updates key with value. It reports whether the key existed.
 // An empty value is valid; a nil key or nil value is an error and leaves the
-// tree unchanged.
+// tree unchanged, and so is a change of a tree saved at the last version
+// (math.MaxInt64), which has no working version (ErrVersion).
 func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	if key == nil {
 		return false, ErrNilKey
 	}
 	if value == nil {
 		return false, fmt.Errorf("%w: key %s", ErrNilValue, hexkey.Upper(key))
+	}
+	if t.version == math.MaxInt64 {
+		return false, errLastVersion(t.version)
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverCorrupt(&err, t.pers.s)
@@ -253,10 +259,13 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 }
 
 // Remove deletes key. It reports whether the key existed; removing an absent
-// key leaves the tree unchanged.
+// key leaves the tree unchanged. It fails as Set does.
 func (t *Tree) Remove(key []byte) (removed bool, err error) {
 	if key == nil {
 		return false, ErrNilKey
+	}
+	if t.version == math.MaxInt64 {
+		return false, errLastVersion(t.version)
 	}
 	if t.root.isNil() {
 		return false, nil
@@ -457,7 +466,7 @@ func (t *Tree) hashParallel(r ref, depth int) {
 // root hash.
 func (t *Tree) SaveVersion() ([]byte, int64, error) {
 	if t.version == math.MaxInt64 {
-		return nil, 0, fmt.Errorf("%w: version %d is the last one a tree can have", ErrVersion, t.version)
+		return nil, 0, errLastVersion(t.version)
 	}
 	if t.root.isNil() {
 		t.version = t.WorkingVersion()
@@ -475,18 +484,26 @@ func (t *Tree) SaveVersion() ([]byte, int64, error) {
 	return h, t.version, nil
 }
 
+func errLastVersion(v int64) error {
+	return fmt.Errorf("%w: version %d is the last one a tree can have", ErrVersion, v)
+}
+
 // SaveVersionDeferHash commits the working tree as a new version like
 // SaveVersion but leaves the hashes of its changed nodes to be computed by a
 // later SaveVersion or RootHash, which then hashes only the nodes still
 // reachable. Replaying many versions this way hashes once at the end instead
 // of once per version. The tree must not be shared (no Copy, no readers)
 // until a SaveVersion or RootHash has run, since computing the deferred
-// hashes writes to committed nodes.
-func (t *Tree) SaveVersionDeferHash() int64 {
+// hashes writes to committed nodes. It fails, as SaveVersion does, at the
+// last version a tree can have.
+func (t *Tree) SaveVersionDeferHash() (int64, error) {
+	if t.version == math.MaxInt64 {
+		return 0, errLastVersion(t.version)
+	}
 	t.version = t.WorkingVersion()
 	t.saved = t.root
 	t.dirty = false
-	return t.version
+	return t.version, nil
 }
 
 // set inserts key below r, mirroring cosmos/iavl's recursiveSet: a new key

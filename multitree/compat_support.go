@@ -64,6 +64,9 @@ func (v *View) Unpin() {
 // current pointer, the rollback file and the log are read at different
 // moments, and only a read that no such change straddles is consistent.
 func LatestVersion(dir string) (int64, error) {
+	if err := checkDirPath(dir); err != nil {
+		return 0, err
+	}
 	for attempt := 1; ; attempt++ {
 		before := snapshotState(dir)
 		v, err := latestVersionOnce(dir)
@@ -84,13 +87,13 @@ func latestVersionOnce(dir string) (int64, error) {
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			dir = filepath.Clean(dir)
-			if _, rerr := os.Lstat(dir + replacedSuffix); rerr == nil {
+			if _, rerr := os.Lstat(besidePath(dir, replacedSuffix)); rerr == nil {
 				// Open moves the staged database in if whole, else the
 				// replaced one back
-				if ok, _ := hasDatabase(dir + stagingSuffix); ok {
-					return latestVersionOnce(dir + stagingSuffix)
+				if ok, _ := hasDatabase(besidePath(dir, stagingSuffix)); ok {
+					return latestVersionOnce(besidePath(dir, stagingSuffix))
 				}
-				return latestVersionOnce(dir + replacedSuffix)
+				return latestVersionOnce(besidePath(dir, replacedSuffix))
 			}
 			// no database, unless it lost its current pointer
 			return 0, refuseOrphaned(dir)
@@ -154,7 +157,7 @@ func canonicalEntry(e wal.Entry) wal.Entry {
 }
 
 // StoreNamesAt returns the stores of version, sorted: the last committed
-// version's, an older version's (rebuilt as ViewAt does), or, for a writer
+// version's (also for version 0), an older version's (rebuilt as ViewAt does), or, for a writer
 // opened at an older version (TargetVersion), a later version the log
 // holds, from the store upgrades the log records after the open version.
 func (db *DB) StoreNamesAt(version int64) ([]string, error) {
@@ -195,4 +198,9 @@ func (db *DB) StoreNamesAt(version int64) ([]string, error) {
 // none: every Open stops at that version, and the next writable Open
 // discards the log's later entries. It reads one small file and takes no
 // lock.
-func UnfinishedRollback(dir string) (int64, error) { return readRollback(dir) }
+func UnfinishedRollback(dir string) (int64, error) {
+	if err := checkDirPath(dir); err != nil {
+		return 0, err
+	}
+	return readRollback(dir)
+}

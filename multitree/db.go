@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	storetypes "cosmossdk.io/store/types"
+	ics23 "github.com/cosmos/ics23/go"
 
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
@@ -163,10 +164,22 @@ type state struct {
 // returns ErrBusy if the writer changed the directory under every attempt.
 func Open(dir string, opts Options) (_ *DB, err error) {
 	defer func() { err = asCorrupt(err) }()
+	if err := checkDirPath(dir); err != nil {
+		return nil, err
+	}
 	if !opts.ReadOnly {
 		return open(dir, opts)
 	}
 	return retryBesideWriter(dir, func() (*DB, error) { return open(dir, opts) })
+}
+
+// checkDirPath refuses an empty directory path, which some calls would
+// resolve in the working directory and others not at all.
+func checkDirPath(dir string) error {
+	if dir == "" {
+		return fmt.Errorf("%w: empty directory path", ErrInvalidOptions)
+	}
+	return nil
 }
 
 // afterReadCurrent, when set, is called by open once it has read the
@@ -281,7 +294,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		// staged beside it (an import at work there holds the lock on
 		// dir, which this writer now has); best effort, as the import
 		// that next replaces the database removes it too
-		_ = removeStaging(filepath.Clean(dir) + stagingSuffix)
+		_ = removeStaging(besidePath(dir, stagingSuffix))
 	}
 
 	if opts.ReadOnly {
@@ -753,13 +766,14 @@ func applyEntry(trees map[string]*memiavl.Tree, e wal.Entry, hash bool) error {
 	}
 	for name, t := range trees {
 		var v int64
+		var err error
 		if hash {
-			var err error
-			if _, v, err = t.SaveVersion(); err != nil {
-				return err
-			}
+			_, v, err = t.SaveVersion()
 		} else {
-			v = t.SaveVersionDeferHash()
+			v, err = t.SaveVersionDeferHash()
+		}
+		if err != nil {
+			return err
 		}
 		if v != e.Version {
 			return fmt.Errorf("%w: store %q saved version %d while replaying %d", ErrCorrupt, name, v, e.Version)
@@ -836,6 +850,9 @@ func upgradeOrigins(origins map[string]string, u wal.Upgrades) (map[string]strin
 	for _, r := range u.Renamed {
 		o, ok := m[r.OldName]
 		if !ok {
+			if _, was := origins[r.OldName]; was {
+				return nil, fmt.Errorf("%w: cannot rename %q to %q: the same upgrades deleted or renamed it before (a store is renamed once)", ErrUnknownStore, r.OldName, r.NewName)
+			}
 			return nil, fmt.Errorf("%w: cannot rename %q", ErrUnknownStore, r.OldName)
 		}
 		if _, ok := m[r.NewName]; ok {
@@ -1061,6 +1078,15 @@ func (db *DB) workingVersionLocked() int64 {
 	return v
 }
 
+// lastVersionLocked fails once the last version a database can have is
+// committed: there is no working version to change or commit.
+func (db *DB) lastVersionLocked() error {
+	if db.mu.version == math.MaxInt64 {
+		return fmt.Errorf("%w: version %d is the last one a database can have", ErrVersion, db.mu.version)
+	}
+	return nil
+}
+
 // WorkingVersion returns the version the next Commit creates.
 func (db *DB) WorkingVersion() int64 {
 	db.mu.Lock()
@@ -1077,7 +1103,10 @@ func (db *DB) SetInitialVersion(v int64) error {
 	if err := db.writable(); err != nil {
 		return err
 	}
-	if v < 0 || db.mu.version != 0 {
+	if v < 0 {
+		return fmt.Errorf("%w: negative initial version %d", ErrInvalidOptions, v)
+	}
+	if db.mu.version != 0 {
 		return fmt.Errorf("%w: initial version can only be set before the first commit", ErrVersion)
 	}
 	for _, t := range db.mu.trees {
@@ -1106,8 +1135,11 @@ func (db *DB) ApplyUpgrades(u wal.Upgrades) (err error) {
 	if err := db.writable(); err != nil {
 		return err
 	}
+	if err := db.lastVersionLocked(); err != nil {
+		return err
+	}
 	if len(db.mu.pending.ChangeSets) > 0 {
-		return fmt.Errorf("multitree: store upgrades must be applied before the version's changes")
+		return fmt.Errorf("%w: store upgrades must be applied before the version's changes", ErrUncommitted)
 	}
 	if len(u.Added)+len(u.Renamed)+len(u.Deleted) == 0 {
 		return nil
@@ -1175,6 +1207,9 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) (err error) {
 	if err := db.writable(); err != nil {
 		return err
 	}
+	if err := db.lastVersionLocked(); err != nil {
+		return err
+	}
 	for _, cs := range css {
 		if _, ok := db.mu.trees[cs.Name]; !ok {
 			return fmt.Errorf("%w: %q", ErrUnknownStore, cs.Name)
@@ -1240,6 +1275,9 @@ func (db *DB) write(store string, p wal.KVPair) (err error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if err := db.writable(); err != nil {
+		return err
+	}
+	if err := db.lastVersionLocked(); err != nil {
 		return err
 	}
 	t, ok := db.mu.trees[store]
@@ -1335,18 +1373,61 @@ func (db *DB) Get(store string, key []byte) (_ []byte, err error) {
 	return t.Get(key)
 }
 
-// WorkingTree returns store's working tree for the writer's direct use
-// (reads, iteration); changes must go through Set, Delete or
-// ApplyChangeSets so that they are logged. nil if there is no such store or
-// the database is closed. The tree is valid until the next Commit,
-// RewriteSnapshot or Close: a Commit may switch the working trees to a new
-// snapshot and unmap the old one, which the returned tree reads; call
-// WorkingTree again after each of them (or read through a View).
-func (db *DB) WorkingTree(store string) *memiavl.Tree {
+// WorkingReader reads a store's working tree: the last committed version
+// with the working version's changes made so far, as they are made. It has
+// the read methods of memiavl.Tree; the writes of a working version go
+// through the DB (Set, Delete, ApplyChangeSets), which logs them.
+type WorkingReader interface {
+	Get(key []byte) ([]byte, error)
+	GetZeroCopy(key []byte) ([]byte, error)
+	Has(key []byte) (bool, error)
+	Iterator(start, end []byte, ascending bool) *memiavl.Iterator
+	GetMembershipProof(key []byte) (*ics23.CommitmentProof, error)
+	GetNonMembershipProof(key []byte) (*ics23.CommitmentProof, error)
+	RootHash() []byte
+	Version() int64
+	WorkingVersion() int64
+	Size() int64
+	IsEmpty() bool
+}
+
+// WorkingTree returns a reader of store's working tree for the writer's
+// direct use (reads, iteration, proofs of the working state): a tree whose
+// changes went around the DB would not be logged, so it gives no write
+// methods. nil if there is no such store or the database is closed. It is
+// valid until the next Commit, RewriteSnapshot or Close: a Commit may
+// switch the working trees to a new snapshot and unmap the old one, which
+// the reader reads; call WorkingTree again after each of them (or read
+// through a View).
+func (db *DB) WorkingTree(store string) WorkingReader {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	return db.mu.trees[store] // nil once closed
+	if t := db.mu.trees[store]; t != nil { // none once closed
+		return treeReader{t}
+	}
+	return nil
 }
+
+// treeReader is a WorkingReader: the tree without its write methods.
+type treeReader struct{ t *memiavl.Tree }
+
+func (r treeReader) Get(key []byte) ([]byte, error)         { return r.t.Get(key) }
+func (r treeReader) GetZeroCopy(key []byte) ([]byte, error) { return r.t.GetZeroCopy(key) }
+func (r treeReader) Has(key []byte) (bool, error)           { return r.t.Has(key) }
+func (r treeReader) Iterator(start, end []byte, ascending bool) *memiavl.Iterator {
+	return r.t.Iterator(start, end, ascending)
+}
+func (r treeReader) GetMembershipProof(key []byte) (*ics23.CommitmentProof, error) {
+	return r.t.GetMembershipProof(key)
+}
+func (r treeReader) GetNonMembershipProof(key []byte) (*ics23.CommitmentProof, error) {
+	return r.t.GetNonMembershipProof(key)
+}
+func (r treeReader) RootHash() []byte      { return r.t.RootHash() }
+func (r treeReader) Version() int64        { return r.t.Version() }
+func (r treeReader) WorkingVersion() int64 { return r.t.WorkingVersion() }
+func (r treeReader) Size() int64           { return r.t.Size() }
+func (r treeReader) IsEmpty() bool         { return r.t.IsEmpty() }
 
 // StoreNames returns the names of the working version's stores, sorted;
 // none once the database is closed.
@@ -1418,8 +1499,8 @@ func (db *DB) Commit() (_ *storetypes.CommitInfo, err error) {
 	if err := db.writable(); err != nil {
 		return nil, err
 	}
-	if db.mu.version == math.MaxInt64 {
-		return nil, fmt.Errorf("%w: version %d is the last one a database can have", ErrVersion, db.mu.version)
+	if err := db.lastVersionLocked(); err != nil {
+		return nil, err
 	}
 	v := db.workingVersionLocked()
 	entry := db.mu.pending

@@ -1296,9 +1296,9 @@ func TestReleasedViewReads(t *testing.T) {
 	}
 }
 
-// TestLastVersion: a database at version math.MaxInt64 refuses the next
-// Commit with ErrVersion, before it changes anything, and keeps serving
-// and reopening at that version.
+// TestLastVersion: a database at version math.MaxInt64 refuses changes,
+// upgrades and the next Commit with ErrVersion, before it changes
+// anything, and keeps serving and reopening at that version.
 func TestLastVersion(t *testing.T) {
 	dir := t.TempDir()
 	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, InitialVersion: math.MaxInt64})
@@ -1313,8 +1313,14 @@ func TestLastVersion(t *testing.T) {
 	if err != nil || info.Version != math.MaxInt64 {
 		t.Fatalf("Commit: %v, %v", info, err)
 	}
-	if err := db.Set("a", []byte("k2"), []byte("v2")); err != nil {
-		t.Fatal(err)
+	if err := db.Set("a", []byte("k2"), []byte("v2")); !errors.Is(err, ErrVersion) {
+		t.Fatalf("Set after the last version: %v; want ErrVersion", err)
+	}
+	if err := db.Delete("a", []byte("k")); !errors.Is(err, ErrVersion) {
+		t.Fatalf("Delete after the last version: %v; want ErrVersion", err)
+	}
+	if err := db.ApplyUpgrades(wal.Upgrades{Added: []string{"b"}}); !errors.Is(err, ErrVersion) {
+		t.Fatalf("ApplyUpgrades after the last version: %v; want ErrVersion", err)
 	}
 	if _, err := db.Commit(); !errors.Is(err, ErrVersion) {
 		t.Fatalf("Commit after the last version: %v; want ErrVersion", err)

@@ -35,7 +35,8 @@ var (
 	// continues from the last version the log holds.
 	ErrBroken = errors.New("multitree: an earlier change or commit failed, reopen the database")
 	// ErrUncommitted is returned by RewriteSnapshot while the working
-	// version has changes: they must be committed first.
+	// version has changes: they must be committed first; and by
+	// ApplyUpgrades after them: a version's upgrades come first.
 	ErrUncommitted = errors.New("multitree: working version has uncommitted changes")
 	// ErrRewrite reports a failed background snapshot rewrite. Commit
 	// returns it wrapped after committing successfully: the version is

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	storetypes "cosmossdk.io/store/types"
 	"golang.org/x/sys/unix"
@@ -235,10 +236,19 @@ type Importer struct {
 // NewImporter starts the import of a database at version into dir. See
 // Import for what is written and ImportOptions for an existing database.
 func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, err error) {
+	if err := checkDirPath(dir); err != nil {
+		return nil, err
+	}
 	if err := opts.validate(version); err != nil {
 		return nil, err
 	}
-	dir = filepath.Clean(dir)
+	// absolute, so that the directories beside it are beside it even for
+	// "." (see besidePath)
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	} else {
+		dir = filepath.Clean(dir)
+	}
 	im := &Importer{dir: dir, target: dir, version: version, opts: opts}
 	im.mu.stores = map[string]*memiavl.Importer{}
 	defer func() {
@@ -249,7 +259,7 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 	if err := finishSwap(dir); err != nil {
 		return nil, err
 	}
-	staging := dir + stagingSuffix
+	staging := besidePath(dir, stagingSuffix)
 	exists, err := hasDatabase(dir)
 	if err != nil {
 		return nil, err
@@ -416,6 +426,9 @@ func giveUp(dir string) error {
 // that are not the database's stay. It fails with ErrLocked while the
 // database is open for writing.
 func RemoveDatabase(dir string) error {
+	if err := checkDirPath(dir); err != nil {
+		return err
+	}
 	// a replacing import interrupted beside it: finished first, or the
 	// database it replaced would come back at the next open
 	if err := finishSwap(dir); err != nil {
@@ -633,7 +646,7 @@ func (im *Importer) swap() error {
 		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
 			return fmt.Errorf("multitree: swap %s into %s: %w", im.target, im.dir, err)
 		}
-		old = im.dir + replacedSuffix
+		old = besidePath(im.dir, replacedSuffix)
 		if err := im.renameSwap(old); err != nil {
 			return err
 		}
@@ -678,6 +691,16 @@ func (im *Importer) renameSwap(old string) error {
 	return nil
 }
 
+// besidePath names the directory beside dir that an import stages its
+// database in (stagingSuffix) or moves a replaced one to (replacedSuffix):
+// in dir's parent, also when dir is "." or ends in "..".
+func besidePath(dir, suffix string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs + suffix
+	}
+	return filepath.Clean(dir) + suffix
+}
+
 // replacedSuffix names the directory beside a database to which an import
 // that replaces it moves the old database before moving the new one in.
 const replacedSuffix = ".replaced.tmp"
@@ -690,10 +713,10 @@ const replacedSuffix = ".replaced.tmp"
 // replaced database lies beside dir, and fails with ErrLocked while the
 // importer is still at work.
 func finishSwap(dir string) error {
-	dir = filepath.Clean(dir)
-	old := dir + replacedSuffix
+	old := besidePath(dir, replacedSuffix)
 	if _, err := os.Lstat(old); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		// (a parent that is not a directory: what opens dir reports it)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil
 		}
 		return err
@@ -703,7 +726,7 @@ func finishSwap(dir string) error {
 		return err
 	}
 	if !exists {
-		staged := dir + stagingSuffix
+		staged := besidePath(dir, stagingSuffix)
 		lock, err := lockDir(staged)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err

@@ -98,7 +98,7 @@ func TestMisuseChangesNothing(t *testing.T) {
 				badPair := wal.ChangeSet{Name: s, Pairs: []wal.KVPair{{Key: k, Value: []byte("x")}, {Key: nil, Value: []byte("y")}}}
 				bad("a nil key among good pairs", memiavl.ErrNilKey, a.ApplyChangeSets([]wal.ChangeSet{good, badPair}))
 				if changed {
-					bad("upgrades after changes", nil, a.ApplyUpgrades(wal.Upgrades{Added: []string{"late"}}))
+					bad("upgrades after changes", ErrUncommitted, a.ApplyUpgrades(wal.Upgrades{Added: []string{"late"}}))
 				}
 				both(func(db *DB) error { return db.ApplyChangeSets([]wal.ChangeSet{good}) })
 				changed = true
@@ -234,5 +234,88 @@ func TestRewriteSnapshotCancelledContext(t *testing.T) {
 	cancel()
 	if err := db.RewriteSnapshot(ctx); !errors.Is(err, context.Canceled) || db.SnapshotVersion() != 0 {
 		t.Fatalf("RewriteSnapshot with a cancelled context: %v, snapshot %d", err, db.SnapshotVersion())
+	}
+}
+
+// TestEmptyDirPath: every call that takes a database directory refuses an
+// empty path with ErrInvalidOptions and creates nothing, in the working
+// directory or anywhere else.
+func TestEmptyDirPath(t *testing.T) {
+	wd := t.TempDir()
+	prev, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chdir(wd); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := os.Chdir(prev); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	calls := map[string]func() error{
+		"Open": func() error {
+			_, err := Open("", Options{CreateIfMissing: true, InitialStores: []string{"a"}})
+			return err
+		},
+		"Open read-only": func() error { _, err := Open("", Options{ReadOnly: true}); return err },
+		"Import": func() error {
+			_, err := Import("", 1, map[string]NodeSource{}, ImportOptions{Stores: []string{"a"}})
+			return err
+		},
+		"NewImporter":        func() error { _, err := NewImporter("", 1, ImportOptions{}); return err },
+		"RemoveDatabase":     func() error { return RemoveDatabase("") },
+		"Verify":             func() error { _, err := Verify(""); return err },
+		"LatestVersion":      func() error { _, err := LatestVersion(""); return err },
+		"UnfinishedRollback": func() error { _, err := UnfinishedRollback(""); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%s(\"\"): %v; want ErrInvalidOptions", name, err)
+		}
+	}
+	if entries, err := os.ReadDir(wd); err != nil || len(entries) != 0 {
+		t.Fatalf("the working directory holds %v (%v) after the refused calls", entries, err)
+	}
+}
+
+// TestWorkingTreeReadsOnly: the working tree a DB hands out reads the
+// working version's changes as they are made, and has no write methods:
+// a change that went around the DB would be committed in the app hash but
+// not logged, and lost at the next open.
+func TestWorkingTreeReadsOnly(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := db.WorkingTree("a")
+	if r == nil || db.WorkingTree("b") != nil {
+		t.Fatalf("WorkingTree: %v for a store, %v for none", r, db.WorkingTree("b"))
+	}
+	if err := db.Set("a", []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := r.Get([]byte("k")); err != nil || string(v) != "v" || r.Size() != 1 || r.WorkingVersion() != 1 {
+		t.Fatalf("the reader after a Set: %q, %v, size %d, working version %d", v, err, r.Size(), r.WorkingVersion())
+	}
+	if !bytes.Equal(r.RootHash(), db.WorkingCommitInfo().StoreInfos[0].CommitId.Hash) {
+		t.Fatal("the reader's root hash is not the working commit info's")
+	}
+	type setter interface {
+		Set(key, value []byte) (bool, error)
+	}
+	type remover interface {
+		Remove(key []byte) (bool, error)
+	}
+	if _, ok := r.(setter); ok {
+		t.Error("the working tree reader has a Set method")
+	}
+	if _, ok := r.(remover); ok {
+		t.Error("the working tree reader has a Remove method")
+	}
+	if _, ok := r.(*memiavl.Tree); ok {
+		t.Error("the working tree reader is the tree itself")
 	}
 }

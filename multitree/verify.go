@@ -48,6 +48,9 @@ type VerifyReport struct {
 // under the check is not reported as damaged (ErrBusy if the writer removed
 // files under every attempt).
 func Verify(dir string) (*VerifyReport, error) {
+	if err := checkDirPath(dir); err != nil {
+		return nil, err
+	}
 	return retryBesideWriter(dir, func() (*VerifyReport, error) { return verifyOnce(dir) })
 }
 

@@ -40,9 +40,9 @@ func (db *DB) View() (*View, error) {
 	}
 }
 
-// ViewAt returns a view of version: the latest one, or an older version
-// rebuilt from the newest kept snapshot at or below it plus the log. Rebuilt
-// views are cached (ViewCacheSize).
+// ViewAt returns a view of version: the latest one (also for version 0,
+// as View), or an older version rebuilt from the newest kept snapshot at or
+// below it plus the log. Rebuilt views are cached (ViewCacheSize).
 func (db *DB) ViewAt(version int64) (_ *View, err error) {
 	defer func() { err = asCorrupt(err) }()
 	v, err := db.View()
