@@ -126,7 +126,9 @@ reports:
 Without --dir it works in a temporary directory removed at the end. With
 --dir the directory must be empty or absent, and is kept. An interrupt
 (Ctrl-C, SIGTERM) stops it after the block in progress, with exit code 1;
-the database is closed, and the temporary directory removed.
+the database is closed, and the temporary directory removed. A second
+interrupt ends it at once, as a crash would, leaving the directory (the
+temporary one too) behind.
 
 At its defaults it takes 10-20 seconds on a machine with two cores.`,
 		Example: `  memiavl bench
@@ -176,6 +178,22 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 	// either exists)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// a second signal ends the process at once (the default action, once
+	// stop ran): a large block may take long to finish
+	done := make(chan struct{})
+	defer close(done) // before stop: no message at the end of a run
+	go func() {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			stop()
+			select {
+			case <-done:
+			default:
+				fmt.Fprintln(stderr, "bench: interrupted; stopping after the block in progress (interrupt again to stop at once)")
+			}
+		}
+	}()
 
 	dir := o.dir
 	if dir == "" {
@@ -187,6 +205,8 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 		dir = filepath.Join(tmp, "db")
 	} else if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
 		return fmt.Errorf("--dir %s is not a directory", dir)
+	} else if db := enclosingDatabase(dir); db != "" {
+		return fmt.Errorf("--dir %s is inside the database directory %s", dir, db)
 	} else if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return fmt.Errorf("--dir %s is not empty", dir)
 	}

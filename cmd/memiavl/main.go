@@ -3,7 +3,8 @@
 // database and its write-ahead log, and state-sync stream export and import.
 //
 // Exit codes: 0 success, 1 the operation failed (for example verify found
-// corruption), 2 usage error. Results go to stdout, diagnostics to stderr.
+// corruption, or the results could not be written to stdout), 2 usage
+// error. Results go to stdout, diagnostics to stderr.
 package main
 
 import (
@@ -42,9 +43,15 @@ func usagef(format string, args ...any) error {
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
-	root.SetOut(stdout)
+	out := &stickyWriter{w: stdout}
+	root.SetOut(out)
 	root.SetErr(stderr)
 	err := root.Execute()
+	if err == nil && out.err != nil {
+		// results that did not reach stdout (a full disk, a closed
+		// pipe) are a failure, not a success with no output
+		err = fmt.Errorf("writing the results: %w", out.err)
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -54,6 +61,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return exitFailure
+}
+
+// stickyWriter passes writes to w until one fails, and keeps that error:
+// the commands print with fmt.Fprintf and do not check each write.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	s.err = err
+	return n, err
 }
 
 func isUsageError(err error) bool {
@@ -79,8 +105,9 @@ func newRootCmd() *cobra.Command {
 		Long: `memiavl works with the database directories of the memiavl state store
 (a memory-mapped IAVL tree per module store, a write-ahead log, snapshots).
 
-Exit codes: 0 success, 1 the operation failed (e.g. verify found corruption),
-2 usage error. Results are printed on stdout, diagnostics on stderr.`,
+Exit codes: 0 success, 1 the operation failed (e.g. verify found corruption,
+or the results could not be written), 2 usage error. Results are printed on
+stdout, diagnostics on stderr.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          noArgs,

@@ -724,10 +724,78 @@ func TestExportImportDestinations(t *testing.T) {
 	if code, _, errs := cli(t, "wal", "dump", filepath.Join(dir, snapshotDirName(10))); code != exitFailure || !strings.Contains(errs, "neither") {
 		t.Errorf("wal dump of a snapshot directory: exit %d %s", code, errs)
 	}
+	// the same destinations through a symbolic link, and for the other
+	// commands that create a database
+	link := filepath.Join(out, "link")
+	if err := os.Symlink(filepath.Join(dir, "wal"), link); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"export", dir, filepath.Join(link, "00000000000000000013.wal")},
+		{"import", "--height", "12", file, filepath.Join(link, "sub")},
+		{"import-iavl", t.TempDir(), filepath.Join(dir, snapshotDirName(20))},
+		{"import-memiavl", t.TempDir(), filepath.Join(dir, snapshotDirName(20))},
+		{"bench", "--blocks", "2", "--scale", "0.01", "--dir", filepath.Join(link, "bench")},
+	} {
+		if code, _, errs := cli(t, args...); code != exitFailure || !strings.Contains(errs, "inside the database") {
+			t.Errorf("%s: exit %d %s", strings.Join(args, " "), code, errs)
+		}
+	}
 	if got := dirDigest(t, dir); got != before {
 		t.Fatal("a refused command changed the database directory")
 	}
 }
+
+// TestImportIntoWorkingDirectory: an import into "." run inside a
+// database replaces it (the staging directory goes beside it, not inside
+// it), and the new database is the one reported.
+func TestImportIntoWorkingDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	makeDB(t, dir, 0.01, 12, 10)
+	file := filepath.Join(t.TempDir(), "state.bin")
+	mustCLI(t, "export", dir, file)
+	mustCLI(t, "rewrite-snapshot", dir) // something the import replaces
+	prev, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	out := func() string {
+		defer func() {
+			if err := os.Chdir(prev); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		return mustCLI(t, "import", "--height", "12", file, ".")
+	}()
+	if !strings.Contains(out, "into "+dir+" at version 12") {
+		t.Errorf("import into .: %s", out)
+	}
+	ents, err := os.ReadDir(filepath.Dir(dir))
+	if err != nil || len(ents) != 1 {
+		t.Errorf("beside the database after the import: %v %v", ents, err)
+	}
+	mustCLI(t, "verify", dir)
+}
+
+// TestResultsNotWritten: a command whose results cannot be written to
+// stdout fails, in text as in JSON.
+func TestResultsNotWritten(t *testing.T) {
+	dir := t.TempDir()
+	makeDB(t, dir, 0.01, 5)
+	for _, args := range [][]string{{"dump", dir}, {"dump", "--json", dir}, {"wal", "dump", dir}, {"verify", dir}} {
+		var errb bytes.Buffer
+		if code := run(args, failingWriter{}, &errb); code != exitFailure || !strings.Contains(errb.String(), "disk full") {
+			t.Errorf("%s with stdout failing: exit %d %s", strings.Join(args, " "), code, errb.String())
+		}
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 // ---- the built binary
 

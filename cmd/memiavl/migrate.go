@@ -73,8 +73,12 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 	if len(o.stores) == 0 {
 		o.stores = nil // an empty --stores '' means the default: every store
 	}
+	dir = absDir(dir)
 	if within(dir, src) {
 		return usagef("%s is inside the application database %s, which is only read: choose a directory outside it", dir, src)
+	}
+	if db := enclosingDatabase(dir); db != "" {
+		return fmt.Errorf("refusing to import into %s, inside the database directory %s", dir, db)
 	}
 	fi, err := os.Stat(src)
 	if err != nil {
@@ -114,6 +118,12 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 		return fmt.Errorf("open %s: it is locked (is a node running on it? stop it first): %w", src, err)
 	}
 	if err != nil {
+		if backend == dbm.GoLevelDBBackend {
+			// pebble keeps OPTIONS-<n> files, which goleveldb does not
+			if m, _ := filepath.Glob(filepath.Join(src, "OPTIONS-*")); len(m) > 0 {
+				return fmt.Errorf("open %s as goleveldb: %w (it looks like a pebble database: try --backend pebbledb)", src, err)
+			}
+		}
 		return fmt.Errorf("open %s: %w", src, err)
 	}
 	defer db.Close()
@@ -182,8 +192,12 @@ failed import leaves none.`,
 			if concurrency < 0 {
 				return usagef("--concurrency must not be negative")
 			}
+			args[1] = absDir(args[1])
 			if within(args[1], args[0]) {
 				return usagef("%s is inside the reference database %s, which is only read: choose a directory outside it", args[1], args[0])
+			}
+			if db := enclosingDatabase(args[1]); db != "" {
+				return fmt.Errorf("refusing to import into %s, inside the database directory %s", args[1], db)
 			}
 			if _, err := os.Stat(args[0]); err != nil {
 				return err
@@ -209,23 +223,6 @@ failed import leaves none.`,
 // within reports whether path is dir or lies inside it, once both are
 // absolute and their symbolic links resolved as far as they exist.
 func within(path, dir string) bool {
-	resolve := func(p string) string {
-		p, err := filepath.Abs(p)
-		if err != nil {
-			return filepath.Clean(p)
-		}
-		// resolve the longest part that exists: path may not exist yet
-		rest := ""
-		for q := p; ; q = filepath.Dir(q) {
-			if r, err := filepath.EvalSymlinks(q); err == nil {
-				return filepath.Join(r, rest)
-			}
-			if filepath.Dir(q) == q {
-				return p
-			}
-			rest = filepath.Join(filepath.Base(q), rest)
-		}
-	}
-	rel, err := filepath.Rel(resolve(dir), resolve(path))
+	rel, err := filepath.Rel(resolvePath(dir), resolvePath(path))
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

@@ -107,6 +107,10 @@ func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (e
 			os.Remove(tmp)
 		}
 	}()
+	// readable as a file the shell would create (CreateTemp makes 0600)
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	zw, err := zlib.NewWriterLevel(bw, zlib.BestSpeed)
 	if err != nil {
@@ -210,6 +214,7 @@ func runImport(w, diag io.Writer, file, dir string, height int64, stores []strin
 	if height <= 0 {
 		return usagef("--height is required and must be positive")
 	}
+	dir = absDir(dir)
 	if db := enclosingDatabase(dir); db != "" {
 		return fmt.Errorf("refusing to import into %s, inside the database directory %s", dir, db)
 	}

@@ -167,13 +167,9 @@ func tornTailText(tt wal.TornTail, version int64, cut bool) string {
 
 // enclosingDatabase returns the database directory that path lies inside
 // (path's parent or a directory above it holding a database's current
-// file), "" if there is none.
+// file, symbolic links resolved), "" if there is none.
 func enclosingDatabase(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return ""
-	}
-	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+	for d := filepath.Dir(resolvePath(path)); ; d = filepath.Dir(d) {
 		if fi, err := os.Lstat(filepath.Join(d, currentName)); err == nil && fi.Mode().IsRegular() {
 			return d
 		}
@@ -181,4 +177,32 @@ func enclosingDatabase(path string) string {
 			return ""
 		}
 	}
+}
+
+// resolvePath returns path made absolute with the symbolic links of its
+// longest existing part resolved: path itself may not exist yet.
+func resolvePath(path string) string {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	rest := ""
+	for q := p; ; q = filepath.Dir(q) {
+		if r, err := filepath.EvalSymlinks(q); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if filepath.Dir(q) == q {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(q), rest)
+	}
+}
+
+// absDir returns dir made absolute: an import into "." replaces the
+// directory the process runs in, after which "." names the replaced one.
+func absDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
 }
