@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -313,6 +314,9 @@ func TestMigrateMemIAVLRefusesRenameInLog(t *testing.T) {
 	if _, err := multitree.Open(dir, multitree.Options{}); !errors.Is(err, multitree.ErrNotFound) {
 		t.Fatalf("a failed migration left a database: %v", err)
 	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed migration left the directory it created: %v", err)
+	}
 	// once the reference snapshot is rewritten after the rename, it imports
 	db, err := refmemiavl.Load(m.dir, refmemiavl.Options{SnapshotInterval: 1000, AsyncCommitBuffer: -1})
 	if err != nil {
@@ -356,4 +360,25 @@ func TestMigrateMemIAVLCorrupt(t *testing.T) {
 	if _, err := multitree.Open(dir, multitree.Options{}); !errors.Is(err, multitree.ErrNotFound) {
 		t.Fatalf("a failed migration left a database: %v", err)
 	}
+}
+
+// TestMigrateMemIAVLRunningNode: a reference directory whose writer is open
+// (a running node) is refused, leaving nothing behind, and a reference node
+// that opens its directory during a migration fails to lock it; once it
+// is closed, the migration goes through.
+func TestMigrateMemIAVLRunningNode(t *testing.T) {
+	m := migNewRef(t, 0, []string{"a", "b"}, 3)
+	for i := 0; i < 5; i++ {
+		m.block(20)
+	}
+	dir := filepath.Join(t.TempDir(), "ours")
+	err := compat.ImportMemIAVL(m.dir, dir, multitree.Options{})
+	if !errors.Is(err, compat.ErrMigrate) || !strings.Contains(err.Error(), "locked") {
+		t.Fatalf("migration beside the reference's writer: %v", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused migration left %s: %v", dir, err)
+	}
+	v, h := m.closeRef()
+	migCheck(t, m.dir, v, h)
 }

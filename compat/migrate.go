@@ -243,11 +243,20 @@ func (s iavlSource) Next() (*memiavl.ExportNode, error) {
 // rebuilds it, so the app hashes would part. Rewrite the reference snapshot
 // after the rename (the reference's RewriteSnapshot) and import again.
 //
+// The reference's node must be stopped: on Linux a shared lock on its lock
+// file, held for the migration, makes a running node an error wrapping
+// ErrMigrate (and a node started meanwhile fail to lock its directory).
+//
 // dir must not hold a database; a failed migration leaves none. opts are the
 // options the replay opens the database with (CreateIfMissing, ReadOnly and
 // TargetVersion are ignored); RewriteConcurrency also sets how many trees are
 // imported in parallel.
 func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error) {
+	unlock, err := lockRefDir(refDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	ref, err := openRefSnapshot(refDir)
 	if err != nil {
 		return err
@@ -267,6 +276,8 @@ func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error
 	for name, t := range ref.trees {
 		sources[name] = &refTreeSource{t: t}
 	}
+	_, statErr := os.Lstat(dir)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	_, err = multitree.Import(dir, ref.version, sources, multitree.ImportOptions{
 		InitialVersion: ref.initialVersion,
 		Concurrency:    max(opts.RewriteConcurrency, 0),
@@ -292,6 +303,12 @@ func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error
 		if err != nil {
 			if rerr := multitree.RemoveDatabase(dir); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("removing the database the failed migration began: %w", rerr))
+			} else if created {
+				// as a failed import does: the directory it created goes
+				// too, with the lock file RemoveDatabase leaves (no other
+				// process had a reason to open it)
+				_ = os.Remove(filepath.Join(dir, "LOCK")) // the database's lock file
+				_ = os.Remove(dir)
 			}
 		}
 	}()

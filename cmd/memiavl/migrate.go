@@ -183,7 +183,8 @@ reference memiavl (github.com/crypto-org-chain/cronos/memiavl v0.1.0), at
 the reference's latest version and with the identical app hash: it streams
 the reference's current snapshot into a new snapshot, checking every root
 hash and the app hash, then replays the reference's write-ahead log entries
-after it. The reference directory is only read; its node must be stopped.
+after it. The reference directory is only read; its node must be stopped
+(a running one is found by its lock and refused).
 <dir> must not hold a database, nor lie inside the reference directory; a
 failed import leaves none.`,
 		Example: `  memiavl import-memiavl ~/.cronos/data/memiavl.db ./memiavl.db`,
