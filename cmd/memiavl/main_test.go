@@ -1016,3 +1016,30 @@ func TestRewriteInterruptedEarly(t *testing.T) {
 		t.Fatal("the interrupted command changed the database directory")
 	}
 }
+
+// TestWALDumpEdges: a segment file given for the log is refused with the
+// directory to give instead; a log whose only record is torn is reported
+// with the database's version (its snapshot's), not the empty log's; and
+// a range asked of an empty log is an error, as one outside a log is.
+func TestWALDumpEdges(t *testing.T) {
+	dir := t.TempDir()
+	makeDB(t, dir, 0.01, 11, 10)
+	mustCLI(t, "rewrite-snapshot", "--keep-recent", "1", dir) // of 11: the log before it goes
+	segs, err := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v %v, want the one holding version 11", segs, err)
+	}
+	if code, _, errs := cli(t, "wal", "dump", segs[0]); code != exitFailure || !strings.Contains(errs, "is a file") {
+		t.Errorf("wal dump of a segment file: exit %d %s", code, errs)
+	}
+	if err := os.Truncate(segs[0], 24); err != nil { // the header and 4 bytes of the record
+		t.Fatal(err)
+	}
+	code, out, errs := cli(t, "wal", "dump", dir)
+	if code != exitOK || !strings.Contains(out, "is empty") || !strings.Contains(errs, "the database is at version 11") {
+		t.Errorf("wal dump of a log whose only record is torn: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := cli(t, "wal", "dump", "--from", "5", dir); code != exitFailure || !strings.Contains(errs, "holds no versions") {
+		t.Errorf("wal dump --from of an empty log: exit %d %s", code, errs)
+	}
+}

@@ -108,8 +108,10 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	walDir := dir
 	if fi, err := os.Stat(filepath.Join(dir, walDirName)); err == nil && fi.IsDir() {
 		walDir = filepath.Join(dir, walDirName)
-	} else if _, err := os.Stat(dir); err != nil {
+	} else if fi, err := os.Stat(dir); err != nil {
 		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s is a file: give the database directory, or its log directory (%s)", dir, filepath.Dir(dir))
 	}
 	// an empty log is one of a database: its wal directory, beside its
 	// current pointer; a directory with neither segments nor that place
@@ -133,12 +135,21 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	}
 	first, last := l.FirstVersion(), l.LastVersion()
 	if tt, ok := l.TornTail(); ok {
-		fmt.Fprintf(diag, "wal dump: warning: %s\n", tornTailText(tt, last, false))
+		// the database's version, which its snapshot may hold beyond
+		// the log's end
+		at := last
+		if v, err := multitree.LatestVersion(db); err == nil {
+			at = v
+		}
+		fmt.Fprintf(diag, "wal dump: warning: %s\n", tornTailText(tt, at, false))
 	}
 	if to, err := multitree.UnfinishedRollback(db); err == nil && to > 0 && to < last {
 		fmt.Fprintf(diag, "wal dump: warning: a rollback to version %d is unfinished: the entries after it are not part of the database, and the next writable open removes them\n", to)
 	}
 	if last == 0 {
+		if o.from != 0 || o.to != 0 {
+			return fmt.Errorf("the log holds no versions, asked for --from %d --to %d", o.from, o.to)
+		}
 		if !o.asJSON {
 			fmt.Fprintf(w, "log %s is empty\n", walDir)
 		}
