@@ -17,7 +17,8 @@
 // an empty key or value is valid, as in iavl. The calls that return an
 // error report a damaged snapshot they meet as an error wrapping ErrCorrupt
 // instead of faulting; an iterator stops and reports it through Error;
-// RootHash, which returns no error, panics with it.
+// Size, Height and RootHash, which return no error, panic with it
+// (SizeChecked, HeightChecked and RootHashChecked return it).
 //
 // Proofs (GetMembershipProof, GetNonMembershipProof) are ICS23 commitment
 // proofs byte-identical to cosmos/iavl's; Export and Importer exchange

@@ -38,7 +38,9 @@ into the new snapshot; every root hash must equal the one the application
 recorded, and, when every store is imported, the app hash too, otherwise
 nothing is left in <dir>. The application database is a directory named
 <name>.db; it is only read (goleveldb and pebbledb ones are opened
-read-only, which a running node's lock refuses: stop the node first; a
+read-only, which a running node's lock refuses: stop the node first;
+pebble truncates its empty LOCK file as it takes the lock, which updates
+the file's modification time; a
 rocksdb one, in a build with the rocksdb tag, is opened by cosmos-db for
 writing, which adds rocksdb's own log and options files to it). <dir>
 must not hold a database, nor lie inside the application database. A

@@ -14,8 +14,9 @@ import (
 var errReadOnly = errors.New("the application database is opened read-only")
 
 // readOnlyPebble is a pebble database opened read-only (nothing in its
-// directory is created or changed, and a missing database is an error, not
-// a new one), behind the dbm.DB interface that cosmos-db's own pebble
+// directory is created or changed, but for the modification time of its
+// empty LOCK file, which pebble's lock opens with os.Create; a missing
+// database is an error, not a new one), behind the dbm.DB interface that cosmos-db's own pebble
 // backend, which always opens for writing, offers. Writes fail.
 type readOnlyPebble struct {
 	db *pebble.DB
