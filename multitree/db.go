@@ -1026,7 +1026,8 @@ func (db *DB) publishLocked() {
 // that cut one and then failed names it in its error.
 func (db *DB) LogTornTail() (wal.TornTail, bool) { return db.log.TornTail() }
 
-// Version returns the last committed version.
+// Version returns the last committed version, 0 once the database is
+// closed.
 func (db *DB) Version() int64 {
 	if st := db.state.Load(); st != nil {
 		return st.version
@@ -1087,10 +1088,15 @@ func (db *DB) lastVersionLocked() error {
 	return nil
 }
 
-// WorkingVersion returns the version the next Commit creates.
+// WorkingVersion returns the version the next Commit creates, 0 once the
+// database is closed (as Version), or after the last version a database
+// can have (math.MaxInt64), which has no next one.
 func (db *DB) WorkingVersion() int64 {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if db.mu.closed || db.mu.version == math.MaxInt64 {
+		return 0
+	}
 	return db.workingVersionLocked()
 }
 

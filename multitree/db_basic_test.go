@@ -1328,8 +1328,14 @@ func TestLastVersion(t *testing.T) {
 	if v, err := db.Get("a", []byte("k")); err != nil || string(v) != "v" || db.Version() != math.MaxInt64 {
 		t.Fatalf("after the refused Commit: %q, %v at %d", v, err, db.Version())
 	}
+	if w := db.WorkingVersion(); w != 0 {
+		t.Fatalf("working version %d after the last version, want 0 (none)", w)
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if db.Version() != 0 || db.WorkingVersion() != 0 {
+		t.Fatalf("after Close: version %d, working version %d; want 0 and 0", db.Version(), db.WorkingVersion())
 	}
 	if db, err = Open(dir, Options{}); err != nil {
 		t.Fatal(err)
