@@ -220,3 +220,31 @@ func TestChecksumsOfRemovedFiles(t *testing.T) {
 	}
 	check("removed")
 }
+
+// TestChecksumsThroughMappingFault: a check that reads the mapping (its
+// path names another file now) and faults on it, here because the mapped
+// file was cut short, as a disk's read error would, returns an error
+// wrapping ErrCorrupt instead of killing the process.
+func TestChecksumsThroughMappingFault(t *testing.T) {
+	keys, values := sortedKVs(rand.New(rand.NewSource(testutil.Seed(t))), 3000)
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "snap")
+	if err := writePaced(context.Background(), dir, keys, values, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	moved := filepath.Join(parent, "pruned")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(moved, FileKVs), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.VerifyChecksums(context.Background(), FileKVs); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a check through a mapping that faults: %v; want ErrCorrupt", err)
+	}
+}

@@ -86,11 +86,15 @@ const checksumChunk = 64 << 10
 // mapping, which is what reads serve: the snapshot must stay open until
 // the call returns, as for any read. It returns ctx's error if ctx ends
 // first. Errors wrap ErrCorrupt and ErrChecksum and name the file.
-func (s *Snapshot) VerifyChecksums(ctx context.Context, files ...string) error {
+func (s *Snapshot) VerifyChecksums(ctx context.Context, files ...string) (err error) {
 	c, err := s.newChecksumCheck(true, files...)
 	if err != nil {
 		return err
 	}
+	// a file read through the mapping may fault (a read error of its
+	// disk): an error, as Verify's reads give
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer s.recoverFault(&err)
 	return c.Run(ctx)
 }
 
