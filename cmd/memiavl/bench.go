@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -180,6 +181,8 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 	defer stop()
 	// a second signal ends the process at once (the default action, once
 	// stop ran): a large block may take long to finish
+	// the message below comes from another goroutine than the progress
+	stderr = &lockedWriter{w: stderr}
 	done := make(chan struct{})
 	defer close(done) // before stop: no message at the end of a run
 	go func() {
@@ -400,4 +403,16 @@ func printBench(w io.Writer, r *BenchResult) {
 	t.add("final version", "%d, app hash %s", r.Version, r.AppHash)
 	t.add("wall time", "%.1fs", r.WallSeconds)
 	t.write(w)
+}
+
+// lockedWriter serializes the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

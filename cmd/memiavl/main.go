@@ -3,8 +3,7 @@
 // database and its write-ahead log, and state-sync stream export and import.
 //
 // Exit codes: 0 success, 1 the operation failed (for example verify found
-// corruption, or the results could not be written to stdout), 2 usage
-// error. Results go to stdout, diagnostics to stderr.
+// corruption, or a report could not be written to stdout), 2 usage error. Results go to stdout, diagnostics to stderr.
 package main
 
 import (
@@ -46,11 +45,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := &stickyWriter{w: stdout}
 	root.SetOut(out)
 	root.SetErr(stderr)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil && out.err != nil {
-		// results that did not reach stdout (a full disk, a closed
-		// pipe) are a failure, not a success with no output
-		err = fmt.Errorf("writing the results: %w", out.err)
+		if cmd != nil && cmd.Annotations[changesKey] != "" {
+			// the files are written: a failure would have a script
+			// do it again, and an import then find the database
+			fmt.Fprintf(stderr, "memiavl: warning: the work is done, but its summary could not be written: %v\n", out.err)
+		} else {
+			// results that did not reach stdout (a full disk) are a
+			// failure, not a success with no output
+			err = fmt.Errorf("writing the results: %w", out.err)
+		}
 	}
 	if err == nil {
 		return exitOK
@@ -63,8 +68,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitFailure
 }
 
+// changesKey marks the commands whose work is the files they write (their
+// stdout is a summary of it), as opposed to those whose work is what they
+// print.
+const changesKey = "changes"
+
+var changesFiles = map[string]string{changesKey: "files"}
+
 // stickyWriter passes writes to w until one fails, and keeps that error:
-// the commands print with fmt.Fprintf and do not check each write.
+// the commands print with fmt.Fprintf and do not check each write. (A
+// closed pipe on stdout ends the process with SIGPIPE before it gets here.)
 type stickyWriter struct {
 	w   io.Writer
 	err error
@@ -106,7 +119,7 @@ func newRootCmd() *cobra.Command {
 (a memory-mapped IAVL tree per module store, a write-ahead log, snapshots).
 
 Exit codes: 0 success, 1 the operation failed (e.g. verify found corruption,
-or the results could not be written), 2 usage error. Results are printed on
+or a report could not be written to stdout), 2 usage error. Results are printed on
 stdout, diagnostics on stderr.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -744,6 +744,25 @@ func TestExportImportDestinations(t *testing.T) {
 	if got := dirDigest(t, dir); got != before {
 		t.Fatal("a refused command changed the database directory")
 	}
+	// a log directory that is a link to another disk: a path through
+	// the database's name is inside it, though the link resolves outside
+	elsewhere := filepath.Join(t.TempDir(), "wal")
+	if err := os.Rename(filepath.Join(dir, "wal"), elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "wal")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"export", dir, filepath.Join(dir, "wal", "00000000000000000013.wal")},
+		{"import", "--height", "12", file, filepath.Join(dir, "wal", "sub")},
+		{"bench", "--blocks", "2", "--scale", "0.01", "--dir", filepath.Join(dir, "wal", "bench")},
+	} {
+		if code, _, errs := cli(t, args...); code != exitFailure || !strings.Contains(errs, "inside the database") {
+			t.Errorf("%s (log directory linked): exit %d %s", strings.Join(args, " "), code, errs)
+		}
+	}
+	mustCLI(t, "verify", dir)
 }
 
 // TestImportIntoWorkingDirectory: an import into "." run inside a
@@ -780,8 +799,9 @@ func TestImportIntoWorkingDirectory(t *testing.T) {
 	mustCLI(t, "verify", dir)
 }
 
-// TestResultsNotWritten: a command whose results cannot be written to
-// stdout fails, in text as in JSON.
+// TestResultsNotWritten: a command whose report cannot be written to
+// stdout fails, in text as in JSON; one whose work is the files it wrote
+// succeeds with a warning.
 func TestResultsNotWritten(t *testing.T) {
 	dir := t.TempDir()
 	makeDB(t, dir, 0.01, 5)
@@ -790,6 +810,14 @@ func TestResultsNotWritten(t *testing.T) {
 		if code := run(args, failingWriter{}, &errb); code != exitFailure || !strings.Contains(errb.String(), "disk full") {
 			t.Errorf("%s with stdout failing: exit %d %s", strings.Join(args, " "), code, errb.String())
 		}
+	}
+	file := filepath.Join(t.TempDir(), "state.bin")
+	var errb bytes.Buffer
+	if code := run([]string{"export", dir, file}, failingWriter{}, &errb); code != exitOK || !strings.Contains(errb.String(), "warning") {
+		t.Errorf("export with stdout failing: exit %d %s", code, errb.String())
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("export with stdout failing: %v", err)
 	}
 }
 
@@ -869,6 +897,51 @@ func TestBinaryExitCodes(t *testing.T) {
 
 // TestBenchInterrupted interrupts a bench without --dir once its database
 // is open: it stops with exit code 1 and removes its temporary directory.
+// TestBenchInterruptedTwice: the first interrupt says that the block in
+// progress is finished first, and a second one ends the process at once,
+// by the signal's default action.
+func TestBenchInterruptedTwice(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("uses SIGINT")
+	}
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "bench", "--scale", "2", "--blocks", "1") // a block of about a second
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	sc := bufio.NewScanner(stderr)
+	signal := func(after string) {
+		t.Helper()
+		for sc.Scan() {
+			seen.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), after) {
+				if err := cmd.Process.Signal(os.Interrupt); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+		}
+		cmd.Wait()
+		t.Fatalf("no line %q:\n%s", after, seen.String())
+	}
+	signal("bench: 1 blocks")
+	signal("interrupt again to stop at once")
+	for sc.Scan() {
+		seen.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
+		t.Fatalf("bench interrupted twice: %v, want an end by SIGINT\n%s", err, seen.String())
+	}
+}
+
 func TestBenchInterrupted(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("uses SIGINT")
@@ -1031,6 +1104,21 @@ func TestWALDumpEdges(t *testing.T) {
 	}
 	if code, _, errs := cli(t, "wal", "dump", segs[0]); code != exitFailure || !strings.Contains(errs, "is a file") {
 		t.Errorf("wal dump of a segment file: exit %d %s", code, errs)
+	}
+	// a log directory outside any database: its own last version
+	bare := filepath.Join(t.TempDir(), "mylog")
+	if err := os.Mkdir(bare, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bare, filepath.Base(segs[0])), append(b, "garbage"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := cli(t, "wal", "dump", bare); code != exitOK || !strings.Contains(errs, "is at version 11") {
+		t.Errorf("wal dump of a bare log with a torn tail: exit %d %s", code, errs)
 	}
 	if err := os.Truncate(segs[0], 24); err != nil { // the header and 4 bytes of the record
 		t.Fatal(err)

@@ -29,8 +29,9 @@ type importIAVLOptions struct {
 func newImportIAVLCmd() *cobra.Command {
 	var o importIAVLOptions
 	cmd := &cobra.Command{
-		Use:   "import-iavl <application.db> <dir>",
-		Short: "Create a database from the cosmos/iavl stores of an SDK application database",
+		Use:         "import-iavl <application.db> <dir>",
+		Annotations: changesFiles,
+		Short:       "Create a database from the cosmos/iavl stores of an SDK application database",
 		Long: `import-iavl creates a database in <dir> from the IAVL stores of a Cosmos SDK
 application database (<home>/data/application.db, the rootmulti layout) at
 --height (default: the application's latest version). Each tree is streamed
@@ -178,8 +179,9 @@ func printImported(w io.Writer, src, dir string, start time.Time) error {
 func newImportMemIAVLCmd() *cobra.Command {
 	var concurrency int
 	cmd := &cobra.Command{
-		Use:   "import-memiavl <reference-dir> <dir>",
-		Short: "Create a database from a directory of the reference memiavl (cronos memiavl v0.1)",
+		Use:         "import-memiavl <reference-dir> <dir>",
+		Annotations: changesFiles,
+		Short:       "Create a database from a directory of the reference memiavl (cronos memiavl v0.1)",
 		Long: `import-memiavl creates a database in <dir> from a directory written by the
 reference memiavl (github.com/crypto-org-chain/cronos/memiavl v0.1.0), at
 the reference's latest version and with the identical app hash: it streams

@@ -36,8 +36,9 @@ type rewriteOptions struct {
 func newRewriteCmd() *cobra.Command {
 	var o rewriteOptions
 	cmd := &cobra.Command{
-		Use:   "rewrite-snapshot <dir>",
-		Short: "Write a new snapshot of a database offline and make it current",
+		Use:         "rewrite-snapshot <dir>",
+		Annotations: changesFiles,
+		Short:       "Write a new snapshot of a database offline and make it current",
 		Long: `rewrite-snapshot opens a database as its writer (the node must be stopped),
 writes a snapshot of the latest version, makes it the current snapshot, and
 prunes older snapshots beyond --keep-recent together with the log entries

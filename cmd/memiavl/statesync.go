@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -34,8 +35,9 @@ func newExportCmd() *cobra.Command {
 		force  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "export <dir> <file>",
-		Short: "Write a version of a database as a state-sync snapshot stream file",
+		Use:         "export <dir> <file>",
+		Annotations: changesFiles,
+		Short:       "Write a version of a database as a state-sync snapshot stream file",
 		Long: `export opens a database read-only (it takes no lock) and writes the state of
 --height (default: the latest version) to <file> as a state-sync snapshot
 stream, the same one a node serves to peers. The file is written under a
@@ -96,7 +98,7 @@ func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (e
 		return fmt.Errorf("%s has no committed version to export", dir)
 	}
 	start := time.Now()
-	f, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".*.tmp")
+	f, err := createBeside(file)
 	if err != nil {
 		return err
 	}
@@ -107,10 +109,6 @@ func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (e
 			os.Remove(tmp)
 		}
 	}()
-	// readable as a file the shell would create (CreateTemp makes 0600)
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	zw, err := zlib.NewWriterLevel(bw, zlib.BestSpeed)
 	if err != nil {
@@ -162,8 +160,9 @@ func newImportCmd() *cobra.Command {
 		stores []string
 	)
 	cmd := &cobra.Command{
-		Use:   "import <file> <dir>",
-		Short: "Create a database from a state-sync snapshot stream file",
+		Use:         "import <file> <dir>",
+		Annotations: changesFiles,
+		Short:       "Create a database from a state-sync snapshot stream file",
 		Long: `import restores a database in <dir> at --height from a state-sync snapshot
 stream file (written by 'memiavl export', or the concatenated chunks of an
 SDK snapshot). The nodes are checked as they are read and go straight into
@@ -254,4 +253,18 @@ func runImport(w, diag io.Writer, file, dir string, height int64, stores []strin
 	fmt.Fprintf(w, "imported %s into %s at version %d in %.2fs: %d stores, app hash %x\n",
 		file, dir, db.Version(), time.Since(start).Seconds(), len(db.StoreNames()), db.LastCommitInfo().Hash())
 	return nil
+}
+
+// createBeside creates a new file beside file, named after it, with the
+// permissions a file created by the shell gets (0666 less the umask;
+// os.CreateTemp makes 0600).
+func createBeside(file string) (*os.File, error) {
+	for {
+		tmp := fmt.Sprintf("%s.%d-%d.tmp", file, os.Getpid(), rand.Uint32())
+		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, err
+	}
 }

@@ -167,9 +167,19 @@ func tornTailText(tt wal.TornTail, version int64, cut bool) string {
 
 // enclosingDatabase returns the database directory that path lies inside
 // (path's parent or a directory above it holding a database's current
-// file, symbolic links resolved), "" if there is none.
+// file), "" if there is none. Both the path as given (made absolute) and
+// the path with its symbolic links resolved are looked at: a database's
+// log directory may be a link to another disk, and a path through a link
+// may end inside a database.
 func enclosingDatabase(path string) string {
-	for d := filepath.Dir(resolvePath(path)); ; d = filepath.Dir(d) {
+	if db := enclosingDatabaseOf(absDir(path)); db != "" {
+		return db
+	}
+	return enclosingDatabaseOf(resolvePath(path))
+}
+
+func enclosingDatabaseOf(abs string) string {
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
 		if fi, err := os.Lstat(filepath.Join(d, currentName)); err == nil && fi.Mode().IsRegular() {
 			return d
 		}

@@ -138,8 +138,10 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 		// the database's version, which its snapshot may hold beyond
 		// the log's end
 		at := last
-		if v, err := multitree.LatestVersion(db); err == nil {
-			at = v
+		if _, err := os.Lstat(filepath.Join(db, currentName)); err == nil {
+			if v, err := multitree.LatestVersion(db); err == nil {
+				at = v
+			}
 		}
 		fmt.Fprintf(diag, "wal dump: warning: %s\n", tornTailText(tt, at, false))
 	}
