@@ -140,7 +140,11 @@ func applyPending(db *multitree.DB, stores ...*TreeStore) {
 		for i, cs := range css {
 			names[i] = strconv.Quote(cs.Name)
 		}
-		panic(fmt.Errorf("memiavl: applying the buffered writes of store %s: %w", strings.Join(names, ", "), err))
+		what := "store"
+		if len(names) > 1 {
+			what = "stores"
+		}
+		panic(fmt.Errorf("memiavl: applying the buffered writes of %s %s: %w", what, strings.Join(names, ", "), err))
 	}
 }
 

@@ -42,8 +42,9 @@ import (
 //
 // Errors and empty responses are those of rootmulti, except that a damaged
 // snapshot met by a read or a proof is an error wrapping memiavl.ErrCorrupt,
-// where iavl.Store panics, and that a query before a load or after Close
-// fails with ErrNotLoaded, proven or not.
+// where iavl.Store panics, and that a query after Close fails with
+// ErrNotLoaded, proven or not (before a load no store is known, as in
+// rootmulti).
 func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error) {
 	storeName, subpath, err := parsePath(req.Path)
 	if err != nil {

@@ -1391,9 +1391,13 @@ type WorkingReader interface {
 	GetMembershipProof(key []byte) (*ics23.CommitmentProof, error)
 	GetNonMembershipProof(key []byte) (*ics23.CommitmentProof, error)
 	RootHash() []byte
+	RootHashChecked() ([]byte, error)
 	Version() int64
 	WorkingVersion() int64
 	Size() int64
+	SizeChecked() (int64, error)
+	Height() uint8
+	HeightChecked() (uint8, error)
 	IsEmpty() bool
 }
 
@@ -1429,11 +1433,15 @@ func (r treeReader) GetMembershipProof(key []byte) (*ics23.CommitmentProof, erro
 func (r treeReader) GetNonMembershipProof(key []byte) (*ics23.CommitmentProof, error) {
 	return r.t.GetNonMembershipProof(key)
 }
-func (r treeReader) RootHash() []byte      { return r.t.RootHash() }
-func (r treeReader) Version() int64        { return r.t.Version() }
-func (r treeReader) WorkingVersion() int64 { return r.t.WorkingVersion() }
-func (r treeReader) Size() int64           { return r.t.Size() }
-func (r treeReader) IsEmpty() bool         { return r.t.IsEmpty() }
+func (r treeReader) RootHash() []byte                 { return r.t.RootHash() }
+func (r treeReader) RootHashChecked() ([]byte, error) { return r.t.RootHashChecked() }
+func (r treeReader) Version() int64                   { return r.t.Version() }
+func (r treeReader) WorkingVersion() int64            { return r.t.WorkingVersion() }
+func (r treeReader) Size() int64                      { return r.t.Size() }
+func (r treeReader) SizeChecked() (int64, error)      { return r.t.SizeChecked() }
+func (r treeReader) Height() uint8                    { return r.t.Height() }
+func (r treeReader) HeightChecked() (uint8, error)    { return r.t.HeightChecked() }
+func (r treeReader) IsEmpty() bool                    { return r.t.IsEmpty() }
 
 // StoreNames returns the names of the working version's stores, sorted;
 // none once the database is closed.

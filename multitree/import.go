@@ -242,13 +242,9 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 	if err := opts.validate(version); err != nil {
 		return nil, err
 	}
-	// absolute, so that the directories beside it are beside it even for
-	// "." (see besidePath)
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	} else {
-		dir = filepath.Clean(dir)
-	}
+	// the directory itself, so that the directories beside it are beside
+	// it even for "." and through symbolic links (see besidePath)
+	dir = realDir(dir)
 	im := &Importer{dir: dir, target: dir, version: version, opts: opts}
 	im.mu.stores = map[string]*memiavl.Importer{}
 	defer func() {
@@ -693,12 +689,38 @@ func (im *Importer) renameSwap(old string) error {
 
 // besidePath names the directory beside dir that an import stages its
 // database in (stagingSuffix) or moves a replaced one to (replacedSuffix):
-// in dir's parent, also when dir is "." or ends in "..".
-func besidePath(dir, suffix string) string {
-	if abs, err := filepath.Abs(dir); err == nil {
-		return abs + suffix
+// beside the directory itself (realDir), also when dir is "." or ends in
+// "..", or is reached through a symbolic link.
+func besidePath(dir, suffix string) string { return realDir(dir) + suffix }
+
+// realDir returns dir made absolute with its symbolic links resolved: those
+// of the directories above it, and dir itself when it is a link, even one
+// whose target is missing (in the middle of an import's swap, which moved
+// the target aside). An import into a link replaces the directory it names,
+// not the link.
+func realDir(dir string) string {
+	p, err := filepath.Abs(dir)
+	if err != nil {
+		return filepath.Clean(dir)
 	}
-	return filepath.Clean(dir) + suffix
+	for hops := 0; hops < 40; hops++ {
+		if parent, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+			p = filepath.Join(parent, filepath.Base(p))
+		}
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return p
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return p
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		p = filepath.Clean(target)
+	}
+	return p
 }
 
 // replacedSuffix names the directory beside a database to which an import

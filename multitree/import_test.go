@@ -640,3 +640,61 @@ func TestWriterRemovesStagedImport(t *testing.T) {
 		t.Fatalf("the writer's open left the staging directory: %v", err)
 	}
 }
+
+// TestImportThroughLinks: an import that replaces a database reached
+// through a symbolic link (the link itself, or "." in a working directory
+// entered through it) replaces the directory the link names and keeps the
+// link; nothing is left beside either.
+func TestImportThroughLinks(t *testing.T) {
+	src := func(value string) map[string]multitree.NodeSource {
+		return map[string]multitree.NodeSource{"s": leafSource("k", value, 7)}
+	}
+	parent := t.TempDir()
+	real := filepath.Join(parent, "real")
+	links := t.TempDir()
+	link := filepath.Join(links, "link")
+	if _, err := multitree.Import(real, 7, src("0"), multitree.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	check := func(how, want string) {
+		t.Helper()
+		if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			t.Fatalf("%s: the link is no longer one: %v", how, err)
+		}
+		db := impOpen(t, real, multitree.Options{ReadOnly: true})
+		defer db.Close()
+		if v, _ := db.Get("s", []byte("k")); string(v) != want {
+			t.Fatalf("%s: the linked directory holds %q, want %q", how, v, want)
+		}
+		for _, d := range []string{parent, links} {
+			if ents, err := os.ReadDir(d); err != nil || len(ents) != 1 {
+				t.Fatalf("%s: %s holds %v (%v)", how, d, ents, err)
+			}
+		}
+	}
+	if _, err := multitree.Import(link, 7, src("1"), multitree.ImportOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	check("through the link", "1")
+
+	prev, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chdir(link); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := os.Chdir(prev); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	t.Setenv("PWD", link) // as a shell that entered it sets it: os.Getwd returns it
+	if _, err := multitree.Import(".", 7, src("2"), multitree.ImportOptions{Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	check("into . entered through the link", "2")
+}
