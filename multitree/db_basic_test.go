@@ -1448,3 +1448,77 @@ func testOpenUnreadable(t *testing.T) {
 		t.Errorf("open with an unreadable snapshot file: %v, want a permission error, not ErrCorrupt", err)
 	}
 }
+
+// TestSnapshotDirThroughLink: a snapshot directory moved to another place
+// and linked back under its name is a snapshot like the others: Verify,
+// read-only and writable opens and historical views read through the link,
+// and a prune removes the link (what it names is the owner's).
+func TestSnapshotDirThroughLink(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1, SnapshotKeepRecent: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hashes [][]byte
+	for v := 1; v <= 6; v++ {
+		if err := db.Set("a", []byte(fmt.Sprintf("k%d", v)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		info, err := db.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes = append(hashes, info.Hash())
+		if v == 3 || v == 5 {
+			if err := db.RewriteSnapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	for _, v := range []int64{3, 5} {
+		name := snapshotDirName(v)
+		if err := os.Rename(filepath.Join(dir, name), filepath.Join(elsewhere, name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(elsewhere, name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatalf("Verify through linked snapshots: %v", err)
+	}
+	ro, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(3); v <= 6; v++ {
+		view, err := ro.ViewAt(v)
+		if err != nil {
+			t.Fatalf("view of %d: %v", v, err)
+		}
+		if !bytes.Equal(view.CommitInfo().Hash(), hashes[v-1]) {
+			t.Fatalf("view of %d: another app hash", v)
+		}
+		view.Release()
+	}
+	ro.Close()
+	db, err = Open(dir, Options{SnapshotInterval: -1, SnapshotKeepRecent: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil { // of 6: the others go
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil { // joins the prune
+		t.Fatal(err)
+	}
+	for _, v := range []int64{3, 5} {
+		if _, err := os.Lstat(filepath.Join(dir, snapshotDirName(v))); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the link of the pruned snapshot %d: %v", v, err)
+		}
+	}
+}

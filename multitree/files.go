@@ -123,7 +123,20 @@ func listSnapshots(dir string) ([]int64, error) {
 	}
 	var out []int64
 	for _, e := range ents {
-		if v, ok := parseSnapshotDirName(e.Name()); ok && e.IsDir() {
+		v, ok := parseSnapshotDirName(e.Name())
+		if !ok {
+			continue
+		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			// a snapshot moved to another disk and linked back: the
+			// opens read through the link, and so does the listing
+			// (a prune removes the link)
+			fi, err := os.Stat(filepath.Join(dir, e.Name()))
+			ok = err == nil && fi.IsDir()
+		} else {
+			ok = e.IsDir()
+		}
+		if ok {
 			out = append(out, v)
 		}
 	}
