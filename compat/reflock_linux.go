@@ -31,11 +31,12 @@ func lockRefDir(refDir string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	locked := fmt.Errorf("%w: the reference database %s is locked by its writer (is its node running? stop it first)", ErrMigrate, refDir)
 	lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: 0, Len: 0}
 	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
 			f.Close()
-			return nil, fmt.Errorf("%w: the reference database %s is locked by its writer (is its node running? stop it first)", ErrMigrate, refDir)
+			return nil, locked
 		}
 		// no such locks here (kernels before 3.15): flock(2) alone
 		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
@@ -46,7 +47,7 @@ func lockRefDir(refDir string) (func(), error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: the reference database %s is locked by its writer (is its node running? stop it first)", ErrMigrate, refDir)
+			return nil, locked
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

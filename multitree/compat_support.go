@@ -87,13 +87,15 @@ func latestVersionOnce(dir string) (int64, error) {
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			dir = filepath.Clean(dir)
-			if _, rerr := os.Lstat(besidePath(dir, replacedSuffix)); rerr == nil {
+			replaced := besidePath(dir, replacedSuffix)
+			if _, rerr := os.Lstat(replaced); rerr == nil {
 				// Open moves the staged database in if whole, else the
 				// replaced one back
-				if ok, _ := hasDatabase(besidePath(dir, stagingSuffix)); ok {
-					return latestVersionOnce(besidePath(dir, stagingSuffix))
+				staged := besidePath(dir, stagingSuffix)
+				if ok, _ := hasDatabase(staged); ok {
+					return latestVersionOnce(staged)
 				}
-				return latestVersionOnce(besidePath(dir, replacedSuffix))
+				return latestVersionOnce(replaced)
 			}
 			// no database, unless it lost its current pointer
 			return 0, refuseOrphaned(dir)

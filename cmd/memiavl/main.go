@@ -3,7 +3,8 @@
 // database and its write-ahead log, and state-sync stream export and import.
 //
 // Exit codes: 0 success, 1 the operation failed (for example verify found
-// corruption, or a report could not be written to stdout), 2 usage error. Results go to stdout, diagnostics to stderr.
+// corruption, or a report could not be written to stdout), 2 usage error.
+// Results go to stdout, diagnostics to stderr.
 package main
 
 import (

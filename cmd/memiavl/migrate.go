@@ -80,8 +80,8 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 	if within(dir, src) {
 		return usagef("%s is inside the application database %s, which is only read: choose a directory outside it", dir, src)
 	}
-	if db := enclosingDatabase(dir); db != "" {
-		return fmt.Errorf("refusing to import into %s, inside the database directory %s", dir, db)
+	if err := refuseInsideDatabase(dir); err != nil {
+		return err
 	}
 	fi, err := os.Stat(src)
 	if err != nil {
@@ -201,8 +201,8 @@ failed import leaves none.`,
 			if within(args[1], args[0]) {
 				return usagef("%s is inside the reference database %s, which is only read: choose a directory outside it", args[1], args[0])
 			}
-			if db := enclosingDatabase(args[1]); db != "" {
-				return fmt.Errorf("refusing to import into %s, inside the database directory %s", args[1], db)
+			if err := refuseInsideDatabase(args[1]); err != nil {
+				return err
 			}
 			if _, err := os.Stat(args[0]); err != nil {
 				return err

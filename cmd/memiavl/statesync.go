@@ -214,8 +214,8 @@ func runImport(w, diag io.Writer, file, dir string, height int64, stores []strin
 		return usagef("--height is required and must be positive")
 	}
 	dir = absDir(dir)
-	if db := enclosingDatabase(dir); db != "" {
-		return fmt.Errorf("refusing to import into %s, inside the database directory %s", dir, db)
+	if err := refuseInsideDatabase(dir); err != nil {
+		return err
 	}
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", dir)

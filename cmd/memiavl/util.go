@@ -165,6 +165,15 @@ func tornTailText(tt wal.TornTail, version int64, cut bool) string {
 		"the database is at version %d, and any version the tail held is lost (%s)", tt.Bytes, tt.Path, tt.Offset, version, what)
 }
 
+// refuseInsideDatabase fails when dir, the destination of a command that
+// creates a database, lies inside one (see enclosingDatabase).
+func refuseInsideDatabase(dir string) error {
+	if db := enclosingDatabase(dir); db != "" {
+		return fmt.Errorf("refusing to import into %s, inside the database directory %s", dir, db)
+	}
+	return nil
+}
+
 // enclosingDatabase returns the database directory that path lies inside
 // (path's parent or a directory above it holding a database's current
 // file), "" if there is none. Both the path as given (made absolute) and
