@@ -2,10 +2,12 @@ package compat_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -365,6 +367,65 @@ func TestRestoreRefusesMissingMountedStore(t *testing.T) {
 	}
 	if cid := ours.LastCommitID(); cid.Version != 6 || !bytes.Equal(cid.Hash, hashes[6]) {
 		t.Fatalf("restored version %d app hash %X, want %X", cid.Version, cid.Hash, hashes[6])
+	}
+}
+
+// TestRestoredVersionsBeforeHeight checks that the versions before a
+// restored snapshot's height, which the node never committed, are
+// rootmulti's "no commit info found", also once a rewrite pruned the
+// restored snapshot.
+func TestRestoredVersionsBeforeHeight(t *testing.T) {
+	r := testutil.Rand(t)
+	src, _ := ssOurs(t, t.TempDir(), ssBlocks(r, ssStores, 6, 10))
+	defer src.Close()
+	stream := ssStream(t, src, 6)
+	keys := keyring{}
+	m := mount{iavl: ssStores}
+	rs := newOracle(t, dbm.NewMemDB(), keys, m, nil)
+	if _, err := rs.Restore(6, snapshottypes.CurrentFormat, ssReader(stream)); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "db")
+	cfg := testConfig()
+	cfg.SnapshotInterval, cfg.SnapshotKeepRecent = -1, 0
+	ours := newOurs(t, dir, cfg, keys, m, nil)
+	defer func() { ours.Close() }()
+	if _, err := ours.Restore(6, snapshottypes.CurrentFormat, ssReader(stream)); err != nil {
+		t.Fatal(err)
+	}
+	check := func(stage string) {
+		t.Helper()
+		for v := int64(1); v < 6; v++ {
+			_, err := ours.GetCommitInfo(v)
+			_, cerr := ours.CacheMultiStoreWithVersion(v)
+			for _, e := range []error{err, cerr} {
+				if e == nil || e.Error() != "no commit info found" || !errors.Is(e, multitree.ErrVersion) {
+					t.Fatalf("%s: version %d before the restored height: %v", stage, v, e)
+				}
+			}
+		}
+		if _, err := rs.CacheMultiStoreWithVersion(2); err == nil || err.Error() != "no commit info found" {
+			t.Fatalf("rootmulti: %v", err)
+		}
+	}
+	check("restored")
+	for i := 0; i < 3; i++ {
+		ours.GetKVStore(keys[ssStores[0]]).Set([]byte{byte(i)}, []byte("v"))
+		ours.Commit()
+	}
+	if err := ours.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.Close(); err != nil { // waits for the prune of the restored snapshot
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("snapshot-%020d", 6))); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the restored snapshot is kept: %v", err)
+	}
+	ours = newOurs(t, dir, cfg, keys, m, nil)
+	check("pruned")
+	if _, err := ours.CacheMultiStoreWithVersion(6); err == nil || err.Error() == "no commit info found" {
+		t.Fatalf("the restored height, pruned: %v", err)
 	}
 }
 

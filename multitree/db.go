@@ -349,7 +349,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			}
 		}
 		if base < 0 {
-			return nil, fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, at)
+			return nil, notKept(dir, at)
 		}
 	}
 	gen, trees, err := openGeneration(dir, base)

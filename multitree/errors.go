@@ -23,8 +23,8 @@ var (
 	ErrVersion        = errors.New("multitree: version not available")
 	ErrConflict       = errors.New("multitree: version already committed with different content")
 	// ErrBeforeFirstVersion wraps ErrVersion for a version before the
-	// database's first one (its initial version), which was never
-	// committed.
+	// database's first one (its initial version, or the version it was
+	// imported at), which was never committed.
 	ErrBeforeFirstVersion = fmt.Errorf("%w: before the database's first version", ErrVersion)
 	// ErrReleased is returned by reads through a View after its Release.
 	ErrReleased = errors.New("multitree: view released")

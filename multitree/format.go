@@ -19,7 +19,7 @@ import (
 //	<dir>/rollback                  present while a rollback runs: its target (see below)
 //	<dir>/rollbacks                 how many rollbacks were begun, once there was one (see below)
 //	<dir>/import                    present while an import writes the database, or while it is removed (see below)
-//	<dir>/first                     the version of the first commit after snapshot 0 (see below)
+//	<dir>/first                     the database's first version (see below)
 //	<dir>/snapshot-<version>/       one per kept snapshot; <version> is 20 zero-padded digits
 //	    metadata                    the version, initial version and the stores' root hashes
 //	    <tree dir>/                 one snapshot (package snapshot) per store
@@ -57,7 +57,10 @@ import (
 // a log that begins later has lost its first segment, which nothing else
 // would show, since a database's first version may be any (its initial
 // version). Databases written before the file existed have none and are
-// not checked.
+// not checked. An import at a version above 0 writes it (before
+// "current") with that version. A version before it was never committed:
+// once the snapshots before a version are pruned, the file tells such a
+// version (ErrBeforeFirstVersion) from one that was (ErrVersion).
 //
 // A store's tree directory is "s-" followed by its name when the name consists
 // only of [A-Za-z0-9_.-] (and is at most 100 bytes), else "x-" and the name in

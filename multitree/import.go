@@ -598,6 +598,13 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 	if err := log.Close(); err != nil {
 		return nil, err
 	}
+	if im.version > 0 {
+		// the versions before it were never committed here (the first
+		// commit of an import at version 0 records its own)
+		if err := writeFileAtomic(im.target, firstFileName, encodeFirst(im.version)); err != nil {
+			return nil, err
+		}
+	}
 	im.current = true
 	if err := writeFileAtomic(im.target, currentFileName, encodeCurrent(im.version)); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package multitree_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -697,4 +698,86 @@ func TestImportThroughLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("into . entered through the link", "2")
+}
+
+// TestImportedVersionIsFirst checks that the versions before an import's
+// were never committed in the imported database (ErrBeforeFirstVersion, as
+// before a database's initial version), also once the import's snapshot
+// is pruned, while a version that was committed and pruned is only
+// ErrVersion.
+func TestImportedVersionIsFirst(t *testing.T) {
+	r := testutil.Rand(t)
+	gen := testutil.NewKeyGen(r)
+	stores := []string{"acc", "bank"}
+	srcDir := filepath.Join(t.TempDir(), "src")
+	src := impOpen(t, srcDir, multitree.Options{
+		CreateIfMissing: true, InitialStores: stores, InitialVersion: 3, SnapshotInterval: -1,
+	})
+	defer func() { src.Close() }()
+	keys := map[string][][]byte{}
+	for i := 0; i < 8; i++ {
+		impCommit(t, src, impBlock(r, gen, stores, keys))
+	}
+	view, err := src.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := view.Version() // 10
+	dir := filepath.Join(t.TempDir(), "dst")
+	_, err = multitree.Import(dir, h, impSources(view), multitree.ImportOptions{InitialVersion: 3})
+	view.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := func(db *multitree.DB, v int64, first bool) {
+		t.Helper()
+		_, err := db.ViewAt(v)
+		if !errors.Is(err, multitree.ErrVersion) || errors.Is(err, multitree.ErrBeforeFirstVersion) != first {
+			t.Fatalf("view of %d: %v (want ErrBeforeFirstVersion: %v)", v, err, first)
+		}
+		_, err = multitree.Open(dir, multitree.Options{ReadOnly: true, TargetVersion: v})
+		if !errors.Is(err, multitree.ErrVersion) || errors.Is(err, multitree.ErrBeforeFirstVersion) != first {
+			t.Fatalf("read-only open at %d: %v (want ErrBeforeFirstVersion: %v)", v, err, first)
+		}
+	}
+	opts := multitree.Options{SnapshotInterval: -1}
+	dst := impOpen(t, dir, opts)
+	before(dst, h-1, true)
+	before(dst, 1, true)
+	for i := 0; i < 4; i++ {
+		impCommit(t, dst, impBlock(r, gen, stores, keys))
+	}
+	if err := dst.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil { // waits for the prune of snapshot h
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("snapshot-%020d", h))); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("snapshot %d kept: %v", h, err)
+	}
+	dst = impOpen(t, dir, opts)
+	defer dst.Close()
+	before(dst, h-1, true)
+	before(dst, h, false) // committed here, and pruned
+	before(dst, h+1, false)
+	if _, err := dst.ViewAt(h + 4); err != nil {
+		t.Fatal(err)
+	}
+
+	// a database created at its initial version, whose snapshot 0 is
+	// pruned, tells its own versions from those before its first
+	if err := src.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(); err != nil { // waits for the prune of snapshot 0
+		t.Fatal(err)
+	}
+	src = impOpen(t, srcDir, multitree.Options{SnapshotInterval: -1})
+	if _, err := src.ViewAt(2); !errors.Is(err, multitree.ErrBeforeFirstVersion) {
+		t.Fatalf("view of 2: %v", err)
+	}
+	if _, err := src.ViewAt(4); !errors.Is(err, multitree.ErrVersion) || errors.Is(err, multitree.ErrBeforeFirstVersion) {
+		t.Fatalf("view of 4: %v", err)
+	}
 }

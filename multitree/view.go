@@ -157,9 +157,20 @@ func (db *DB) snapshotAtOrBelow(version int64) (int64, error) {
 		}
 	}
 	if base < 0 {
-		return 0, fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, version)
+		return 0, notKept(db.dir, version)
 	}
 	return base, nil
+}
+
+// notKept is the error for a version older than every kept snapshot of
+// dir: ErrBeforeFirstVersion when the database's first version, which
+// its "first" file records, is after it (the version was never
+// committed), else ErrVersion (it was, and its snapshot was pruned).
+func notKept(dir string, version int64) error {
+	if first, err := readFirst(dir); err == nil && version < first {
+		return fmt.Errorf("%w: %d is before the first version %d", ErrBeforeFirstVersion, version, first)
+	}
+	return fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, version)
 }
 
 // loadFrom rebuilds version from the snapshot at base and the log.
