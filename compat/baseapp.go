@@ -1,7 +1,10 @@
 package compat
 
 import (
+	"errors"
+
 	"cosmossdk.io/log"
+	"cosmossdk.io/store/rootmulti"
 	"github.com/cosmos/cosmos-sdk/baseapp"
 )
 
@@ -20,12 +23,29 @@ import (
 //	...
 //	baseAppOptions = append([]func(*baseapp.BaseApp){compat.SetupMemIAVL(logger, homePath, cfg)}, baseAppOptions...)
 //
+// It panics after the options that cannot be carried over to it: the
+// state-sync snapshot manager (SetSnapshot), which would keep the replaced
+// store as its snapshotter and serve no snapshots, and a tracer
+// (SetCommitMultiStoreTracer).
+//
+// When the app's database (application.db) holds rootmulti state and this
+// database has no committed version, the load logs an error: the node starts
+// from an empty state, which the consensus engine fills by replaying every
+// block from genesis. Migrate the state first ('memiavl import-iavl').
+//
 // BaseApp.Close does not close its multistore: the app's Close should close
 // it (it implements io.Closer) so that an asynchronous log is flushed.
 func SetupMemIAVL(logger log.Logger, homePath string, cfg Config) func(*baseapp.BaseApp) {
 	return func(bapp *baseapp.BaseApp) {
 		if !cfg.Enable {
 			return
+		}
+		if bapp.SnapshotManager() != nil {
+			panic(errors.New("compat: SetupMemIAVL after SetSnapshot: the snapshot manager would keep the replaced store; pass SetupMemIAVL before the other BaseApp options"))
+		}
+		prev := bapp.CommitMultiStore()
+		if prev != nil && prev.TracingEnabled() {
+			panic(errors.New("compat: SetupMemIAVL after SetCommitMultiStoreTracer: the tracer would stay on the replaced store; pass SetupMemIAVL before the other BaseApp options"))
 		}
 		if logger != nil {
 			logger = logger.With("module", "memiavl")
@@ -34,6 +54,20 @@ func SetupMemIAVL(logger log.Logger, homePath string, cfg Config) func(*baseapp.
 		if err != nil {
 			panic(err)
 		}
+		if rs, ok := prev.(*rootmulti.Store); ok {
+			ms.appDBVersion = appDBVersion(rs)
+		}
 		bapp.SetCMS(ms)
 	}
+}
+
+// appDBVersion returns the latest version rootmulti recorded in the app's
+// database, 0 when it cannot be read.
+func appDBVersion(rs *rootmulti.Store) (v int64) {
+	defer func() {
+		if recover() != nil { // rootmulti panics on a read error
+			v = 0
+		}
+	}()
+	return rs.LatestVersion()
 }

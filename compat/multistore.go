@@ -92,6 +92,10 @@ type MultiStore struct {
 	metrics          metrics.StoreMetrics
 	pruning          pruningtypes.PruningOptions
 	snapshotInterval uint64
+
+	// the latest version of the rootmulti state in the app's database,
+	// which SetupMemIAVL reads (0: none, or not known)
+	appDBVersion int64
 }
 
 var (
@@ -398,6 +402,10 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 			_ = db.Close()
 		}
 	}()
+	if db.Version() == 0 && s.appDBVersion > 0 {
+		s.logger.Error("memiavl: this database has no committed version, but the app's database (application.db) holds rootmulti state at a later height: the node starts from an empty state, and the consensus engine replays every block from genesis (or fails where its block store is pruned). To keep the state, stop the node and migrate it first: memiavl import-iavl <home>/data/application.db "+s.dir,
+			"dir", s.dir, "application_db_height", s.appDBVersion)
+	}
 	if tt, ok := db.LogTornTail(); ok {
 		s.logger.Error("memiavl: the write-ahead log ended in a torn tail, which was cut off: an append a crash interrupted, or a damaged last record",
 			"file", tt.Path, "offset", tt.Offset, "bytes", tt.Bytes, "version", db.Version())

@@ -1,0 +1,113 @@
+package compat_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"cosmossdk.io/log"
+	"cosmossdk.io/store/metrics"
+	"cosmossdk.io/store/rootmulti"
+	"cosmossdk.io/store/snapshots"
+	snapshottypes "cosmossdk.io/store/snapshots/types"
+	storetypes "cosmossdk.io/store/types"
+	dbm "github.com/cosmos/cosmos-db"
+	"github.com/cosmos/cosmos-sdk/baseapp"
+
+	"github.com/seed-6dfbb450/memiavl/compat"
+)
+
+// TestSetupAfterCarriedOptions checks that SetupMemIAVL refuses to come
+// after the BaseApp options it cannot carry over (the snapshot manager would
+// snapshot the replaced store, the tracer would trace it), and works before
+// them.
+func TestSetupAfterCarriedOptions(t *testing.T) {
+	snapshotOption := func() func(*baseapp.BaseApp) {
+		st, err := snapshots.NewStore(dbm.NewMemDB(), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return baseapp.SetSnapshot(st, snapshottypes.NewSnapshotOptions(10, 2))
+	}
+	for name, c := range map[string]struct {
+		other func(*baseapp.BaseApp)
+		want  string
+	}{
+		"snapshot": {snapshotOption(), "after SetSnapshot"},
+		"tracer":   {func(b *baseapp.BaseApp) { b.SetCommitMultiStoreTracer(io.Discard) }, "after SetCommitMultiStoreTracer"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			setup := compat.SetupMemIAVL(log.NewNopLogger(), t.TempDir(), testConfig())
+			func() {
+				defer func() {
+					if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), c.want) {
+						t.Fatalf("SetupMemIAVL after the option: %v", r)
+					}
+				}()
+				baseapp.NewBaseApp("setup", log.NewNopLogger(), dbm.NewMemDB(), nil, c.other, setup)
+			}()
+			app := baseapp.NewBaseApp("setup", log.NewNopLogger(), dbm.NewMemDB(), nil, setup, c.other)
+			ms, ok := app.CommitMultiStore().(*compat.MultiStore)
+			if !ok {
+				t.Fatalf("multistore %T", app.CommitMultiStore())
+			}
+			if name == "tracer" && !ms.TracingEnabled() {
+				t.Fatal("the tracer is not on the multistore")
+			}
+			if name == "snapshot" && app.SnapshotManager() == nil {
+				t.Fatal("no snapshot manager")
+			}
+			if err := ms.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestEnableBesideRootMultiState checks that a node switched to the store
+// without migrating its rootmulti state is told so at the load, and that
+// the message is gone once the store has its own versions.
+func TestEnableBesideRootMultiState(t *testing.T) {
+	appDB := dbm.NewMemDB()
+	key := storetypes.NewKVStoreKey("bank")
+	rs := rootmulti.NewStore(appDB, log.NewNopLogger(), metrics.NewNoOpMetrics())
+	rs.MountStoreWithDB(key, storetypes.StoreTypeIAVL, nil)
+	if err := rs.LoadLatestVersion(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		rs.GetKVStore(key).Set([]byte{byte(i)}, []byte("v"))
+		rs.Commit()
+	}
+	home := t.TempDir()
+	load := func() (*compat.MultiStore, string) {
+		t.Helper()
+		var out bytes.Buffer
+		logger := log.NewLogger(&out, log.ColorOption(false))
+		app := baseapp.NewBaseApp("setup", logger, appDB, nil, compat.SetupMemIAVL(logger, home, testConfig()))
+		app.MountStores(key)
+		if err := app.LoadLatestVersion(); err != nil {
+			t.Fatal(err)
+		}
+		return app.CommitMultiStore().(*compat.MultiStore), out.String()
+	}
+	ms, out := load()
+	if !strings.Contains(out, "import-iavl") || !strings.Contains(out, "application_db_height=3") {
+		t.Fatalf("no message about the app database's state at the load:\n%s", out)
+	}
+	if v := ms.LastCommitID().Version; v != 0 {
+		t.Fatalf("version %d", v)
+	}
+	ms.GetKVStore(key).Set([]byte("k"), []byte("v"))
+	ms.Commit()
+	if err := ms.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ms, out = load()
+	defer ms.Close()
+	if strings.Contains(out, "import-iavl") || ms.LastCommitID().Version != 1 {
+		t.Fatalf("version %d, message at a load with versions of its own:\n%s", ms.LastCommitID().Version, out)
+	}
+}
