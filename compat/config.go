@@ -300,6 +300,7 @@ enable = {{ .MemIAVL.Enable }}
 # SnapshotInterval is how many blocks pass between background snapshot
 # rewrites; a restart replays about this many blocks from the log (plus
 # those committed while a rewrite runs; more after a failed rewrite).
+# It must not be 0; a negative value disables background rewrites.
 snapshot-interval = {{ .MemIAVL.SnapshotInterval }}
 
 # SnapshotKeepRecent is how many older snapshots are kept besides the current
