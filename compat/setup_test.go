@@ -94,7 +94,7 @@ func TestEnableBesideRootMultiState(t *testing.T) {
 		return app.CommitMultiStore().(*compat.MultiStore), out.String()
 	}
 	ms, out := load()
-	if !strings.Contains(out, "import-iavl") || !strings.Contains(out, "application_db_height=3") {
+	if !strings.Contains(out, "import-iavl") || !strings.Contains(out, "remove "+compat.DBDir(home)) || !strings.Contains(out, "application_db_height=3") {
 		t.Fatalf("no message about the app database's state at the load:\n%s", out)
 	}
 	if v := ms.LastCommitID().Version; v != 0 {

@@ -158,8 +158,8 @@ func readRollback(dir string) (int64, error) {
 	return readSmallFile(dir, rollbackFileName, decodeRollback)
 }
 
-// readFirst returns the version of the database's first commit that dir's
-// "first" file records, 0 when there is none.
+// readFirst returns the database's first version (of its first commit, or
+// of its import) that dir's "first" file records, 0 when there is none.
 func readFirst(dir string) (int64, error) {
 	return readSmallFile(dir, firstFileName, decodeFirst)
 }

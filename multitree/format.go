@@ -48,7 +48,7 @@ import (
 //
 //	0       4     magic 0x4D545346 ("FSTM" on disk)
 //	4       4     format version (1)
-//	8       8     version of the database's first commit (int64)
+//	8       8     the database's first version (int64): of its first commit, or of its import
 //	16      4     CRC32C of the preceding 16 bytes
 //
 // The first commit of a database at snapshot 0 writes it (atomically, as
@@ -58,9 +58,11 @@ import (
 // would show, since a database's first version may be any (its initial
 // version). Databases written before the file existed have none and are
 // not checked. An import at a version above 0 writes it (before
-// "current") with that version. A version before it was never committed:
-// once the snapshots before a version are pruned, the file tells such a
-// version (ErrBeforeFirstVersion) from one that was (ErrVersion).
+// "current") with that version. A version before it was never committed
+// here: once the snapshots before a version are pruned, the file tells such
+// a version (ErrBeforeFirstVersion) from one that was (ErrVersion).
+// Databases imported before imports wrote the file have none, and report
+// ErrVersion for the versions before their import.
 //
 // A store's tree directory is "s-" followed by its name when the name consists
 // only of [A-Za-z0-9_.-] (and is at most 100 bytes), else "x-" and the name in

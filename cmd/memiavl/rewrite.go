@@ -83,7 +83,7 @@ lines on stderr.`,
 	f := cmd.Flags()
 	f.Int64Var(&o.version, "version", 0, "version to write the snapshot of (default: the latest)")
 	f.BoolVar(&o.rollback, "rollback", false, "with --version: discard every version after it")
-	f.IntVar(&o.keepRecent, "keep-recent", 1, "snapshots older than the new one to keep (with the log entries after them), as a node's snapshot-keep-recent (default 1, so that a rollback of the latest block still works); 0 removes them all")
+	f.IntVar(&o.keepRecent, "keep-recent", 1, "snapshots older than the new one to keep (with the log entries after them), as a node's snapshot-keep-recent, so that a rollback of the latest block still works; 0 removes them all")
 	f.IntVar(&o.concurrency, "concurrency", 0, "trees written in parallel (default: GOMAXPROCS)")
 	f.StringVar(&o.progress, "progress", "auto", "progress display: auto (a bar on a terminal, else log lines), bar, log or none")
 	f.BoolVar(&o.skipVerify, "skip-verify", false, "do not verify the snapshot the rewrite starts from")
