@@ -47,8 +47,10 @@ import (
 // when iavl cannot load its version: iavl marks an empty root with an empty
 // value, which goleveldb reads back as absent. A height above the
 // application's latest version (s/latest), such as one a rollback left the
-// commit info of, is refused. iavlDB is only read. dir
-// must not hold a database. Of opts only
+// commit info of, is refused. iavlDB is only read. dir must not hold a
+// database, except one with nothing committed (version 0), such as a
+// node's first start with the store enabled creates: that one is replaced
+// (see multitree.ImportOptions.Replace; a failed import leaves it). Of opts only
 // RewriteConcurrency and InitialVersion are used: open the result with
 // multitree.Open and the options of your choice.
 func ImportIAVL(iavlDB dbm.DB, height int64, stores []string, dir string, opts multitree.Options) error {
@@ -115,9 +117,13 @@ func ImportIAVL(iavlDB dbm.DB, height int64, stores []string, dir string, opts m
 		exporters = append(exporters, e)
 		sources[name] = iavlSource{e}
 	}
+	// replace a database at version 0 only: the import's own check would
+	// also let one at height be replaced
+	latest, lerr := multitree.LatestVersion(dir)
 	_, err = multitree.Import(dir, height, sources, multitree.ImportOptions{
 		InitialVersion: opts.InitialVersion,
 		Concurrency:    opts.RewriteConcurrency,
+		Replace:        lerr == nil && latest == 0,
 		Check: func(info *storetypes.CommitInfo) error {
 			return checkImported(info, recorded, want, all)
 		},

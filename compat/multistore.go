@@ -403,7 +403,7 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 		}
 	}()
 	if db.Version() == 0 && s.appDBVersion > 0 {
-		s.logger.Error("memiavl: this database has no committed version, but the app's database (application.db) holds rootmulti state at a later height: the node starts from an empty state, and the consensus engine replays every block from genesis (or fails where its block store is pruned). To keep the state, stop the node, remove "+s.dir+" (it holds no committed version) and migrate: memiavl import-iavl <home>/data/application.db "+s.dir+". A node that is to state-sync instead should have its stale application.db removed.",
+		s.logger.Error("memiavl: this database has no committed version, but the app's database (application.db) holds rootmulti state at a later height: the node starts from an empty state, and the consensus engine replays every block from genesis (or fails where its block store is pruned). To keep the state, stop the node and migrate it: memiavl import-iavl <home>/data/application.db "+s.dir+" (which replaces this database, as it holds no committed version). A node that is to state-sync instead should have its stale application.db removed.",
 			"dir", s.dir, "application_db_height", s.appDBVersion)
 	}
 	if tt, ok := db.LogTornTail(); ok {

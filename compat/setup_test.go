@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/cosmos/cosmos-sdk/baseapp"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
 // TestSetupAfterCarriedOptions checks that SetupMemIAVL refuses to come
@@ -94,20 +96,35 @@ func TestEnableBesideRootMultiState(t *testing.T) {
 		return app.CommitMultiStore().(*compat.MultiStore), out.String()
 	}
 	ms, out := load()
-	if !strings.Contains(out, "import-iavl") || !strings.Contains(out, "remove "+compat.DBDir(home)) || !strings.Contains(out, "application_db_height=3") {
+	if !strings.Contains(out, "import-iavl") || !strings.Contains(out, "replaces this database") || !strings.Contains(out, "application_db_height=3") {
 		t.Fatalf("no message about the app database's state at the load:\n%s", out)
 	}
 	if v := ms.LastCommitID().Version; v != 0 {
 		t.Fatalf("version %d", v)
+	}
+	if err := ms.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// the advice works: the import replaces the database the load created
+	if err := compat.ImportIAVL(appDB, 3, nil, compat.DBDir(home), multitree.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ms, out = load()
+	if cid := ms.LastCommitID(); strings.Contains(out, "import-iavl") || cid.Version != 3 || !bytes.Equal(cid.Hash, rs.LastCommitID().Hash) {
+		t.Fatalf("after the import: %v, app hash %X, rootmulti's %X; log:\n%s", cid.Version, cid.Hash, rs.LastCommitID().Hash, out)
 	}
 	ms.GetKVStore(key).Set([]byte("k"), []byte("v"))
 	ms.Commit()
 	if err := ms.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// a database with versions is not replaced
+	if err := compat.ImportIAVL(appDB, 3, nil, compat.DBDir(home), multitree.Options{}); !errors.Is(err, multitree.ErrExists) {
+		t.Fatalf("import over a database at version 4: %v", err)
+	}
 	ms, out = load()
 	defer ms.Close()
-	if strings.Contains(out, "import-iavl") || ms.LastCommitID().Version != 1 {
+	if strings.Contains(out, "import-iavl") || ms.LastCommitID().Version != 4 {
 		t.Fatalf("version %d, message at a load with versions of its own:\n%s", ms.LastCommitID().Version, out)
 	}
 }

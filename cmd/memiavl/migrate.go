@@ -44,8 +44,10 @@ pebble truncates its empty LOCK file as it takes the lock, which updates
 the file's modification time; a
 rocksdb one, in a build with the rocksdb tag, is opened by cosmos-db for
 writing, which adds rocksdb's own log and options files to it). <dir>
-must not hold a database, nor lie inside the application database. A
-height above the application's latest version is refused.`,
+must not hold a database, except one with nothing committed (version 0,
+as a node's first start with the store enabled creates), which is
+replaced; nor lie inside the application database. A height above the
+application's latest version is refused.`,
 		Example: `  memiavl import-iavl ~/.gaia/data/application.db ~/.gaia/data/memiavl.db`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
