@@ -198,7 +198,7 @@ func ConfigFromAppOptions(opts AppOptions) (Config, error) {
 		if v := opts.Get(key); v != nil && err == nil {
 			var b bool
 			if b, err = toBool(v); err != nil {
-				err = fmt.Errorf("%w: %s: %w", ErrInvalidConfig, key, err)
+				err = fmt.Errorf("%w: %s: %w", ErrInvalidConfig, strings.TrimPrefix(key, "memiavl."), err)
 				return
 			}
 			*dst = b
@@ -208,7 +208,7 @@ func ConfigFromAppOptions(opts AppOptions) (Config, error) {
 		if v := opts.Get(key); v != nil && err == nil {
 			var n int64
 			if n, err = toInt(v); err != nil {
-				err = fmt.Errorf("%w: %s: %w", ErrInvalidConfig, key, err)
+				err = fmt.Errorf("%w: %s: %w", ErrInvalidConfig, strings.TrimPrefix(key, "memiavl."), err)
 				return
 			}
 			*dst = n

@@ -992,8 +992,15 @@ func TestConfig(t *testing.T) {
 	if c != want {
 		t.Fatalf("config %+v, want %+v", c, want)
 	}
-	if _, err := compat.ConfigFromAppOptions(mapOptions{compat.FlagSnapshotInterval: "often"}); !errors.Is(err, compat.ErrInvalidConfig) {
+	// errors name the key as the section's other errors do, as app.toml
+	// spells it under [memiavl]
+	if _, err := compat.ConfigFromAppOptions(mapOptions{compat.FlagSnapshotInterval: "often"}); !errors.Is(err, compat.ErrInvalidConfig) ||
+		!strings.HasPrefix(err.Error(), "compat: invalid memiavl config: snapshot-interval: ") {
 		t.Fatalf("bad interval: %v", err)
+	}
+	if _, err := compat.ConfigFromAppOptions(mapOptions{compat.FlagSnapshotInterval: 0}); !errors.Is(err, compat.ErrInvalidConfig) ||
+		!strings.HasPrefix(err.Error(), "compat: invalid memiavl config: snapshot-interval ") {
+		t.Fatalf("zero interval: %v", err)
 	}
 	// the app.toml template renders a section that reads back as the config
 	cfg := compat.DefaultConfig()
