@@ -681,18 +681,7 @@ func TestImportThroughLinks(t *testing.T) {
 	}
 	check("through the link", "1")
 
-	prev, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chdir(link); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := os.Chdir(prev); err != nil {
-			t.Fatal(err)
-		}
-	}()
+	defer testutil.Chdir(t, link)()
 	t.Setenv("PWD", link) // as a shell that entered it sets it: os.Getwd returns it
 	if _, err := multitree.Import(".", 7, src("2"), multitree.ImportOptions{Replace: true}); err != nil {
 		t.Fatal(err)

@@ -242,18 +242,7 @@ func TestRewriteSnapshotCancelledContext(t *testing.T) {
 // directory or anywhere else.
 func TestEmptyDirPath(t *testing.T) {
 	wd := t.TempDir()
-	prev, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chdir(wd); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := os.Chdir(prev); err != nil {
-			t.Fatal(err)
-		}
-	}()
+	defer testutil.Chdir(t, wd)()
 	calls := map[string]func() error{
 		"Open": func() error {
 			_, err := Open("", Options{CreateIfMissing: true, InitialStores: []string{"a"}})

@@ -106,11 +106,9 @@ func TestChecksumCheck(t *testing.T) {
 	}
 }
 
-// TestChecksumCheckLimiter checks that a limiter sees every byte a check
-// reads, and that a failed wait fails the check.
-func TestChecksumCheckLimiter(t *testing.T) {
-	keys, values := sortedKVs(rand.New(rand.NewSource(7)), 2000)
-	dir := filepath.Join(t.TempDir(), "snap")
+// writeOpen writes a snapshot of keys and values to dir and opens it.
+func writeOpen(t *testing.T, dir string, keys, values [][]byte) *Snapshot {
+	t.Helper()
 	if err := writePaced(context.Background(), dir, keys, values, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +116,15 @@ func TestChecksumCheckLimiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// TestChecksumCheckLimiter checks that a limiter sees every byte a check
+// reads, and that a failed wait fails the check.
+func TestChecksumCheckLimiter(t *testing.T) {
+	keys, values := sortedKVs(rand.New(rand.NewSource(7)), 2000)
+	dir := filepath.Join(t.TempDir(), "snap")
+	s := writeOpen(t, dir, keys, values)
 	defer s.Close()
 	data := 0
 	for name, b := range readDir(t, dir) {
@@ -229,13 +236,7 @@ func TestChecksumsThroughMappingFault(t *testing.T) {
 	keys, values := sortedKVs(rand.New(rand.NewSource(testutil.Seed(t))), 3000)
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "snap")
-	if err := writePaced(context.Background(), dir, keys, values, nil); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := writeOpen(t, dir, keys, values)
 	defer s.Close()
 	moved := filepath.Join(parent, "pruned")
 	if err := os.Rename(dir, moved); err != nil {

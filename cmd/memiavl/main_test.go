@@ -776,21 +776,9 @@ func TestImportIntoWorkingDirectory(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "state.bin")
 	mustCLI(t, "export", dir, file)
 	mustCLI(t, "rewrite-snapshot", dir) // something the import replaces
-	prev, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chdir(dir); err != nil {
-		t.Fatal(err)
-	}
-	out := func() string {
-		defer func() {
-			if err := os.Chdir(prev); err != nil {
-				t.Fatal(err)
-			}
-		}()
-		return mustCLI(t, "import", "--height", "12", file, ".")
-	}()
+	restore := testutil.Chdir(t, dir)
+	out := mustCLI(t, "import", "--height", "12", file, ".")
+	restore()
 	if !strings.Contains(out, "into "+dir+" at version 12") {
 		t.Errorf("import into .: %s", out)
 	}
@@ -902,13 +890,10 @@ func TestBinaryExitCodes(t *testing.T) {
 // TestBenchInterruptedTwice: the first interrupt says that the block in
 // progress is finished first, and a second one ends the process at once,
 // by the signal's default action.
-func TestBenchInterruptedTwice(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("uses SIGINT")
-	}
-	bin := buildBinary(t)
-	cmd := exec.Command(bin, "bench", "--scale", "2", "--blocks", "1") // a block of about a second
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+// startScanStderr starts cmd and returns a scanner of the lines of its
+// standard error.
+func startScanStderr(t *testing.T, cmd *exec.Cmd) *bufio.Scanner {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -916,8 +901,18 @@ func TestBenchInterruptedTwice(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return bufio.NewScanner(stderr)
+}
+
+func TestBenchInterruptedTwice(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("uses SIGINT")
+	}
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "bench", "--scale", "2", "--blocks", "1") // a block of about a second
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	sc := startScanStderr(t, cmd)
 	var seen strings.Builder
-	sc := bufio.NewScanner(stderr)
 	signal := func(after string) {
 		t.Helper()
 		for sc.Scan() {
@@ -937,7 +932,7 @@ func TestBenchInterruptedTwice(t *testing.T) {
 	for sc.Scan() {
 		seen.WriteString(sc.Text() + "\n")
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
 		t.Fatalf("bench interrupted twice: %v, want an end by SIGINT\n%s", err, seen.String())
@@ -952,15 +947,8 @@ func TestBenchInterrupted(t *testing.T) {
 	tmp := t.TempDir()
 	cmd := exec.Command(bin, "bench", "--scale", "0.02", "--blocks", "1000000", "--snapshot-interval", "20")
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	sc := startScanStderr(t, cmd)
 	var seen strings.Builder
-	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		seen.WriteString(sc.Text() + "\n")
 		if strings.HasPrefix(sc.Text(), "bench: 1000000 blocks") {

@@ -110,6 +110,33 @@ func DamageByte(t testing.TB, path string, off int64) (restore func()) {
 	}
 }
 
+// Chdir makes dir the working directory, failing t on an error, and returns
+// a function that restores the previous one; the test's cleanup restores it
+// too if the function was not called. Tests that use it must not run in
+// parallel.
+func Chdir(t testing.TB, dir string) (restore func()) {
+	t.Helper()
+	prev, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	restore = func() {
+		if done {
+			return
+		}
+		done = true
+		if err := os.Chdir(prev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
 // CopyDir copies the directory tree src to dst (files and directories
 // only), failing t on an error.
 func CopyDir(t testing.TB, src, dst string) {
