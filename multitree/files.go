@@ -147,9 +147,36 @@ func readCurrent(dir string) (int64, error) {
 	path := filepath.Join(dir, currentFileName)
 	b, err := os.ReadFile(path)
 	if err != nil {
+		if ferr := referenceLayout(dir); ferr != nil {
+			return 0, ferr
+		}
 		return 0, err
 	}
 	return decodeCurrent(path, b)
+}
+
+// referenceLayout returns ErrReferenceFormat when dir holds a database of
+// the reference memiavl (github.com/crypto-org-chain/cronos/memiavl), whose
+// "current" is a symbolic link to its snapshot directory, which holds a
+// "__metadata" file; nil otherwise. This database's "current" is a regular
+// file, and both default to the directory name memiavl.db in a node's
+// home, so a node switched to this store without converting its data
+// meets one.
+func referenceLayout(dir string) error {
+	cur := filepath.Join(dir, currentFileName)
+	fi, err := os.Lstat(cur)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	target, err := os.Readlink(cur)
+	if err != nil || !strings.HasPrefix(filepath.Base(target), "snapshot-") {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(dir, filepath.Base(target), "__metadata")); err != nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (its current points at %s); convert it with 'memiavl import-memiavl %s <new directory>', "+
+		"then open the new directory", ErrReferenceFormat, dir, target, dir)
 }
 
 // readRollback returns the target of the rollback that dir's "rollback"

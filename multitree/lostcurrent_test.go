@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
@@ -468,4 +469,68 @@ func TestRemoveDatabaseBesideReplaced(t *testing.T) {
 		t.Errorf("opened at version %d, stores %v; want a new database", db.Version(), db.StoreNames())
 	}
 	db.Close()
+}
+
+// TestReferenceLayoutRefused: a directory in the reference memiavl's layout
+// (current a symbolic link to snapshot-<version>, which holds __metadata;
+// both stores name their directory memiavl.db in a node's home) is refused
+// by every open, LatestVersion, Verify and an import with ErrReferenceFormat,
+// and no call changes a file of it. A symbolic link without the reference's
+// metadata is not taken for one.
+func TestReferenceLayoutRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "memiavl.db")
+	snap := "snapshot-00000000000000000007"
+	for _, d := range []string{filepath.Join(dir, snap, "bank"), filepath.Join(dir, "wal")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range map[string]string{
+		lockFileName:                                 "",
+		filepath.Join(snap, "__metadata"):            "\x0a\x02\x08\x07",
+		filepath.Join(snap, "bank", "kvs"):           "x",
+		filepath.Join("wal", "00000000000000000001"): "y",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(snap, filepath.Join(dir, currentFileName)); err != nil {
+		t.Fatal(err)
+	}
+	before := dirFingerprint(t, dir)
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrReferenceFormat) || !strings.Contains(err.Error(), "import-memiavl") {
+			t.Fatalf("%s: %v, want ErrReferenceFormat naming import-memiavl", what, err)
+		}
+	}
+	for _, opts := range []Options{{}, {CreateIfMissing: true}, {ReadOnly: true}, {TargetVersion: 7}} {
+		db, err := Open(dir, opts)
+		if err == nil {
+			db.Close()
+		}
+		check(fmt.Sprintf("Open %+v", opts), err)
+	}
+	_, err := LatestVersion(dir)
+	check("LatestVersion", err)
+	_, err = Verify(dir)
+	check("Verify", err)
+	_, err = Import(dir, 7, map[string]NodeSource{}, ImportOptions{Replace: true})
+	check("Import with Replace", err)
+	if _, err := Import(dir, 7, map[string]NodeSource{}, ImportOptions{}); !errors.Is(err, ErrExists) {
+		t.Fatalf("Import: %v, want ErrExists", err)
+	}
+	if after := dirFingerprint(t, dir); after != before {
+		t.Fatalf("the directory changed:\n%s\nwas\n%s", after, before)
+	}
+
+	// without __metadata in its target, a linked current is not the
+	// reference's
+	if err := os.Remove(filepath.Join(dir, snap, "__metadata")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LatestVersion(dir); err == nil || errors.Is(err, ErrReferenceFormat) {
+		t.Fatalf("LatestVersion without the reference's metadata: %v", err)
+	}
 }

@@ -158,6 +158,9 @@ func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
 }
 
 func verifyOnce(dir string) (*VerifyReport, error) {
+	if err := referenceLayout(dir); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(filepath.Join(dir, currentFileName)); err != nil {
 		if rerr := refuseOrphaned(dir); rerr != nil {
 			return nil, rerr

@@ -354,8 +354,13 @@ func TestVerify(t *testing.T) {
 	if err := os.Symlink("snapshot-00000000000000000000", filepath.Join(ref, "current")); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errs := cli(t, "verify", ref); code != exitFailure || !strings.Contains(errs, "import-memiavl") {
-		t.Errorf("verify of a reference memiavl directory: exit %d %s", code, errs)
+	if err := os.Mkdir(filepath.Join(ref, "wal"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"verify", ref}, {"wal", "dump", ref}, {"wal", "dump", filepath.Join(ref, "wal")}} {
+		if code, _, errs := cli(t, args...); code != exitFailure || !strings.Contains(errs, "import-memiavl") {
+			t.Errorf("%v of a reference memiavl directory: exit %d %s", args, code, errs)
+		}
 	}
 }
 

@@ -120,6 +120,9 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	if walDir == dir {
 		db = filepath.Dir(filepath.Clean(dir)) // given the log directory
 	}
+	if cur, err := os.Lstat(filepath.Join(db, currentName)); err == nil && !cur.Mode().IsRegular() {
+		return checkDBDir(db) // the reference memiavl's, whose log this command does not read
+	}
 	_, err := os.Stat(filepath.Join(db, currentName))
 	isLogDir := walDir != dir || filepath.Base(filepath.Clean(dir)) == walDirName
 	if (err != nil || !isLogDir) && !hasSegments(walDir) {
