@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -126,5 +128,33 @@ func TestEnableBesideRootMultiState(t *testing.T) {
 	defer ms.Close()
 	if strings.Contains(out, "import-iavl") || ms.LastCommitID().Version != 4 {
 		t.Fatalf("version %d, message at a load with versions of its own:\n%s", ms.LastCommitID().Version, out)
+	}
+}
+
+// TestReferenceDirectoryRefused: a node of the reference memiavl keeps its
+// state in <home>/data/memiavl.db too; the load refuses that directory
+// with multitree.ErrReferenceFormat, naming the command that converts it,
+// and leaves it alone.
+func TestReferenceDirectoryRefused(t *testing.T) {
+	home := t.TempDir()
+	dir := compat.DBDir(home)
+	snap := "snapshot-00000000000000000005"
+	if err := os.MkdirAll(filepath.Join(dir, snap), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, snap, "__metadata"), []byte{0x0a, 0x02, 0x08, 0x05}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(snap, filepath.Join(dir, "current")); err != nil {
+		t.Fatal(err)
+	}
+	app := baseapp.NewBaseApp("setup", log.NewNopLogger(), dbm.NewMemDB(), nil, compat.SetupMemIAVL(log.NewNopLogger(), home, testConfig()))
+	app.MountStores(storetypes.NewKVStoreKey("bank"))
+	err := app.LoadLatestVersion()
+	if !errors.Is(err, multitree.ErrReferenceFormat) || !strings.Contains(err.Error(), "import-memiavl") {
+		t.Fatalf("load of a reference memiavl directory: %v", err)
+	}
+	if target, err := os.Readlink(filepath.Join(dir, "current")); err != nil || target != snap {
+		t.Fatalf("current changed: %q %v", target, err)
 	}
 }
