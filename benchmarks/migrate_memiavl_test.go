@@ -18,6 +18,7 @@ import (
 
 	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // The migration tests build a directory with the reference memiavl itself
@@ -171,6 +172,13 @@ func migCurrentVersion(t *testing.T, refDir string) int64 {
 // migCheck imports the closed reference and compares the result with it.
 func migCheck(t *testing.T, refDir string, version int64, appHash []byte) {
 	t.Helper()
+	// this database does not open the reference's directory, and says so
+	if db, err := multitree.Open(refDir, multitree.Options{ReadOnly: true}); !errors.Is(err, multitree.ErrReferenceFormat) {
+		if err == nil {
+			db.Close()
+		}
+		t.Fatalf("open of the reference directory: %v, want ErrReferenceFormat", err)
+	}
 	dir := filepath.Join(t.TempDir(), "ours")
 	if err := compat.ImportMemIAVL(refDir, dir, multitree.Options{}); err != nil {
 		t.Fatal(err)
@@ -292,6 +300,73 @@ func TestMigrateMemIAVLEmpty(t *testing.T) {
 	m := migNewRef(t, 0, nil, 5)
 	v, h := m.closeRef()
 	migCheck(t, m.dir, v, h)
+}
+
+// TestMigrateMemIAVLOverEmptyDatabase: a database with nothing committed
+// (what a node's first start with this store leaves) is replaced by the
+// migration, as by ImportIAVL; one with a committed version is refused
+// and left as it was.
+func TestMigrateMemIAVLOverEmptyDatabase(t *testing.T) {
+	m := migNewRef(t, 0, []string{"a", "b"}, 1000)
+	for i := 0; i < 5; i++ {
+		if i == 3 {
+			if err := m.db.RewriteSnapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.block(20)
+	}
+	v, h := m.closeRef()
+	dir := filepath.Join(t.TempDir(), "memiavl.db")
+	db, err := multitree.Open(dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"a", "other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := compat.ImportMemIAVL(m.dir, dir, multitree.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	db, err = multitree.Open(dir, multitree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Version() != v || !bytes.Equal(db.LastCommitInfo().Hash(), h) || fmt.Sprint(db.StoreNames()) != "[a b]" {
+		t.Fatalf("after the migration over an empty database: version %d app hash %X stores %v, reference %d %X",
+			db.Version(), db.LastCommitInfo().Hash(), db.StoreNames(), v, h)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// a database with a committed version
+	dir = filepath.Join(t.TempDir(), "memiavl.db")
+	db, err = multitree.Open(dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ApplyChangeSets([]wal.ChangeSet{{Name: "a", Pairs: []wal.KVPair{{Key: []byte("k"), Value: []byte("v")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	want := db.LastCommitInfo().Hash()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := compat.ImportMemIAVL(m.dir, dir, multitree.Options{}); !errors.Is(err, multitree.ErrExists) {
+		t.Fatalf("migration over a database at version 1: %v, want ErrExists", err)
+	}
+	db, err = multitree.Open(dir, multitree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Version() != 1 || !bytes.Equal(db.LastCommitInfo().Hash(), want) {
+		t.Fatalf("the refused migration changed the database: version %d", db.Version())
+	}
 }
 
 func TestMigrateMemIAVLRefusesRenameInLog(t *testing.T) {

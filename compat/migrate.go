@@ -253,7 +253,10 @@ func (s iavlSource) Next() (*memiavl.ExportNode, error) {
 // file, held for the migration, makes a running node an error wrapping
 // ErrMigrate (and a node started meanwhile fail to lock its directory).
 //
-// dir must not hold a database; a failed migration leaves none. opts are the
+// dir must not hold a database, except one with nothing committed (version
+// 0), which is replaced, as ImportIAVL replaces one. A failed migration
+// leaves no database: a failed import of the snapshot leaves dir as it was,
+// a failed replay of the log removes the imported database. opts are the
 // options the replay opens the database with (CreateIfMissing, ReadOnly and
 // TargetVersion are ignored); RewriteConcurrency also sets how many trees are
 // imported in parallel.
@@ -284,9 +287,12 @@ func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error
 	}
 	_, statErr := os.Lstat(dir)
 	created := errors.Is(statErr, fs.ErrNotExist)
+	// replace a database at version 0 only, as ImportIAVL does
+	latest, lerr := multitree.LatestVersion(dir)
 	_, err = multitree.Import(dir, ref.version, sources, multitree.ImportOptions{
 		InitialVersion: ref.initialVersion,
 		Concurrency:    max(opts.RewriteConcurrency, 0),
+		Replace:        lerr == nil && latest == 0,
 		Check: func(info *storetypes.CommitInfo) error {
 			for _, si := range info.StoreInfos {
 				h, err := ref.trees[si.Name].checkedRootHash()

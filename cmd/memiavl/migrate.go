@@ -191,10 +191,15 @@ the reference's current snapshot into a new snapshot, checking every root
 hash and the app hash, then replays the reference's write-ahead log entries
 after it. The reference directory is only read; its node must be stopped
 (a running one is found by its lock and refused).
-<dir> must not hold a database, nor lie inside the reference directory; a
-failed import leaves none.`,
-		Example: `  memiavl import-memiavl ~/.cronos/data/memiavl.db ./memiavl.db`,
-		Args:    exactArgs(2),
+<dir> must not hold a database, except one with nothing committed (version
+0: a node's first start with this store creates one), which is replaced;
+nor may it lie inside the reference directory. A failed import leaves no
+new database. Both stores name their directory memiavl.db in a node's
+home: move the reference's aside first (see the example).`,
+		Example: `  memiavl import-memiavl ~/.cronos/data/memiavl.db ./memiavl.db
+  mv ~/.cronos/data/memiavl.db ~/.cronos/data/memiavl.db.ref &&
+    memiavl import-memiavl ~/.cronos/data/memiavl.db.ref ~/.cronos/data/memiavl.db`,
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if concurrency < 0 {
 				return usagef("--concurrency must not be negative")
