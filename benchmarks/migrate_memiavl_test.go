@@ -380,7 +380,10 @@ func TestMigrateMemIAVLRefusesRenameInLog(t *testing.T) {
 	m.block(10)
 	v, h := m.closeRef()
 
-	dir := filepath.Join(t.TempDir(), "ours")
+	// into missing parents: the failed migration removes them too, not
+	// the directory that existed
+	top := t.TempDir()
+	dir := filepath.Join(top, "new", "data", "ours")
 	err := compat.ImportMemIAVL(m.dir, dir, multitree.Options{})
 	if !errors.Is(err, compat.ErrMigrate) {
 		t.Fatalf("rename in the log: %v", err)
@@ -389,8 +392,11 @@ func TestMigrateMemIAVLRefusesRenameInLog(t *testing.T) {
 	if _, err := multitree.Open(dir, multitree.Options{}); !errors.Is(err, multitree.ErrNotFound) {
 		t.Fatalf("a failed migration left a database: %v", err)
 	}
-	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a failed migration left the directory it created: %v", err)
+	if _, err := os.Lstat(filepath.Join(top, "new")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed migration left the directories it created: %v", err)
+	}
+	if _, err := os.Stat(top); err != nil {
+		t.Fatalf("a failed migration removed a directory it did not create: %v", err)
 	}
 	// once the reference snapshot is rewritten after the rename, it imports
 	db, err := refmemiavl.Load(m.dir, refmemiavl.Options{SnapshotInterval: 1000, AsyncCommitBuffer: -1})

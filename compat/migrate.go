@@ -285,8 +285,17 @@ func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error
 	for name, t := range ref.trees {
 		sources[name] = &refTreeSource{t: t}
 	}
+	// the directories the import creates: dir and its missing parents,
+	// up to createdTop
 	_, statErr := os.Lstat(dir)
 	created := errors.Is(statErr, fs.ErrNotExist)
+	createdTop := filepath.Clean(dir)
+	for d := filepath.Dir(createdTop); created && d != createdTop; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		createdTop = d
+	}
 	// replace a database at version 0 only, as ImportIAVL does
 	latest, lerr := multitree.LatestVersion(dir)
 	_, err = multitree.Import(dir, ref.version, sources, multitree.ImportOptions{
@@ -320,7 +329,11 @@ func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error
 				// too, with the lock file RemoveDatabase leaves (no other
 				// process had a reason to open it)
 				_ = os.Remove(filepath.Join(dir, "LOCK")) // the database's lock file
-				_ = os.Remove(dir)
+				for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+					if os.Remove(d) != nil || d == createdTop {
+						break
+					}
+				}
 			}
 		}
 	}()
