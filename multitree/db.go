@@ -29,7 +29,8 @@ import (
 //
 // Writes (Set, Delete, ApplyChangeSets, ApplyUpgrades, Commit,
 // RewriteSnapshot, Close) are serialized by the DB and meant to come from one
-// goroutine. Reads of committed state go through View and ViewAt, which take
+// goroutine; called from several, each is still whole, in some order (a
+// Commit commits whatever changes were applied before it). Reads of committed state go through View and ViewAt, which take
 // no lock that Commit holds and may run on any number of goroutines.
 type DB struct {
 	dir  string

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
@@ -306,5 +308,103 @@ func TestWorkingTreeReadsOnly(t *testing.T) {
 	}
 	if _, ok := r.(*memiavl.Tree); ok {
 		t.Error("the working tree reader is the tree itself")
+	}
+}
+
+// TestRewriteSnapshotBesideCommit: RewriteSnapshot called on another
+// goroutine while Commit starts and switches background rewrites (interval
+// 2) waits for them instead of writing its snapshot beside one of them:
+// every call succeeds (or refuses uncommitted changes), every version
+// reads back its own values, and the database reopens at the last version
+// with sound files.
+func TestRewriteSnapshotBesideCommit(t *testing.T) {
+	dir := t.TempDir()
+	stores := []string{"a", "b", "c"}
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: stores, SnapshotInterval: 2, SnapshotKeepRecent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		stop      atomic.Bool
+		wg        sync.WaitGroup
+		rewrites  atomic.Int64
+		rewriteMu sync.Mutex
+		rewriteEs []error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			err := db.RewriteSnapshot(context.Background())
+			if err != nil && !errors.Is(err, ErrUncommitted) {
+				rewriteMu.Lock()
+				rewriteEs = append(rewriteEs, err)
+				rewriteMu.Unlock()
+				return
+			}
+			rewrites.Add(1)
+		}
+	}()
+	const versions = 120
+	for v := 1; v <= versions; v++ {
+		var css []wal.ChangeSet
+		for _, s := range stores {
+			cs := wal.ChangeSet{Name: s}
+			for k := 0; k < 40; k++ {
+				key := []byte(fmt.Sprintf("k%02d", k))
+				if (k+v)%7 == 0 {
+					cs.Pairs = append(cs.Pairs, wal.KVPair{Key: key, Delete: true})
+				} else {
+					cs.Pairs = append(cs.Pairs, wal.KVPair{Key: key, Value: []byte(fmt.Sprintf("%s:%d", s, v))})
+				}
+			}
+			css = append(css, cs)
+		}
+		if err := db.ApplyChangeSets(css); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatalf("commit %d: %v", v, err)
+		}
+		view, err := db.View()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stores {
+			for k := 0; k < 40; k++ {
+				got, err := view.Get(s, []byte(fmt.Sprintf("k%02d", k)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := fmt.Sprintf("%s:%d", s, v)
+				if (k+v)%7 == 0 {
+					want = ""
+				}
+				if string(got) != want {
+					t.Fatalf("version %d %s/k%02d: %q, want %q", v, s, k, got, want)
+				}
+			}
+		}
+		view.Release()
+	}
+	stop.Store(true)
+	wg.Wait()
+	if len(rewriteEs) > 0 {
+		t.Fatalf("RewriteSnapshot: %v", errors.Join(rewriteEs...))
+	}
+	want := db.LastCommitInfo().Hash()
+	if err := db.Close(); err != nil {
+		t.Fatalf("close after %d rewrites: %v", rewrites.Load(), err)
+	}
+	db, err = Open(dir, Options{OpenCheck: OpenCheckSync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Version() != versions || !bytes.Equal(db.LastCommitInfo().Hash(), want) {
+		t.Fatalf("reopened at version %d, app hash %X, want %d %X", db.Version(), db.LastCommitInfo().Hash(), versions, want)
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatal(err)
 	}
 }

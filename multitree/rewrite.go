@@ -530,7 +530,8 @@ func (st *stagedSnapshot) abandon() {
 
 // RewriteSnapshot synchronously writes a snapshot of the last committed
 // version and switches the working trees to it. It is meant for offline
-// use; a background rewrite in progress is waited for first. It refuses
+// use; a background rewrite in progress is waited for first (or until ctx
+// ends). It may be called beside Commit on another goroutine. It refuses
 // with ErrUncommitted while the working version has changes. Old snapshots
 // and log entries are then pruned in the background, as after a background
 // rewrite: removing files can take longer than writing them (on a file
@@ -549,17 +550,32 @@ func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
 	if err := db.writable(); err != nil {
 		return err
 	}
-	if p := db.mu.pending; len(p.ChangeSets) > 0 || len(p.Upgrades.Added)+len(p.Upgrades.Renamed)+len(p.Upgrades.Deleted) > 0 {
-		return fmt.Errorf("%w: commit the working version's changes before rewriting the snapshot", ErrUncommitted)
-	}
-	if job := db.mu.rewrite; job != nil {
-		db.mu.Unlock()
-		<-job.done
-		db.mu.Lock()
-		db.switchIfDoneLocked()
-		if db.mu.closed {
-			return ErrClosed
+	// The background rewrite is waited for without the lock: a Commit on
+	// another goroutine may then switch to it and start the next one, or
+	// change the working version, so both are checked again after each
+	// wait. The write below must not run beside a background rewrite,
+	// which stages and installs its snapshot in the same places.
+	for {
+		if p := db.mu.pending; len(p.ChangeSets) > 0 || len(p.Upgrades.Added)+len(p.Upgrades.Renamed)+len(p.Upgrades.Deleted) > 0 {
+			return fmt.Errorf("%w: commit the working version's changes before rewriting the snapshot", ErrUncommitted)
 		}
+		job := db.mu.rewrite
+		if job == nil {
+			break
+		}
+		db.mu.Unlock()
+		select {
+		case <-job.done:
+		case <-ctx.Done():
+		}
+		db.mu.Lock()
+		if err := db.writable(); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		db.switchIfDoneLocked()
 	}
 	v := db.mu.version
 	if db.mu.gen.version == v {
