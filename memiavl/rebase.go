@@ -182,6 +182,14 @@ func NewRebaser(base *Tree, m *NodeMap) (*Rebaser, error) {
 // before the first Rebase.
 func (rb *Rebaser) Version() int64 { return rb.version }
 
+// Follows reports whether Rebase can take t: a later version of the tree
+// whose snapshot the map was made from. A tree that replaced that one (a
+// store deleted and added again, or another store renamed to its name) is
+// not.
+func (rb *Rebaser) Follows(t *Tree) bool {
+	return t != nil && t.pers.s == rb.m.from && t.version >= rb.version
+}
+
 // Rebase returns a tree at t's last saved version on the new snapshot. t is
 // a copy of the written tree at the version last rebased or later, still on
 // the snapshot the write read from; it is only read. The result shares with

@@ -359,9 +359,11 @@ func TestRewriteSnapshotPrunes(t *testing.T) {
 }
 
 // TestCatchUpAcrossUpgrades: a background rewrite whose catch-up spans
-// store upgrades cannot rebase (the stores differ from the snapshot's) and
-// replays the log instead; the result matches a database that never
-// rewrites, before and after reopening.
+// store upgrades cannot rebase (the stores differ from the snapshot's,
+// also where their names do not: a store deleted and added again, a swap of
+// names) and replays the log instead, which is not counted as a failed
+// rebase; the result matches a database that never rewrites, before and
+// after reopening.
 func TestCatchUpAcrossUpgrades(t *testing.T) {
 	stores := []string{"a", "b", "c"}
 	open := func(dir string, interval int64) *DB {
@@ -382,6 +384,12 @@ func TestCatchUpAcrossUpgrades(t *testing.T) {
 			u = wal.Upgrades{Added: []string{"d"}, Renamed: []wal.RenamedStore{{OldName: "b", NewName: "b2"}}}
 		case 33:
 			u = wal.Upgrades{Deleted: []string{"c"}}
+		case 52: // same names, another tree: the rewrite of 50 replays
+			u = wal.Upgrades{Deleted: []string{"d"}, Added: []string{"d"}}
+		case 72: // a swap through a temporary name, across the rewrite of 70
+			u = wal.Upgrades{Renamed: []wal.RenamedStore{{OldName: "a", NewName: "t"}, {OldName: "b2", NewName: "a"}}}
+		case 73:
+			u = wal.Upgrades{Renamed: []wal.RenamedStore{{OldName: "t", NewName: "b2"}}}
 		}
 		for _, x := range []*DB{db, plain} {
 			if len(u.Added)+len(u.Renamed)+len(u.Deleted) > 0 {

@@ -247,8 +247,10 @@ func rebaseAll(ctx context.Context, rbs map[string]*memiavl.Rebaser, trees map[s
 		return nil, errStoresChanged
 	}
 	names := make([]string, 0, len(trees))
-	for name := range trees {
-		if rbs[name] == nil {
+	for name, t := range trees {
+		// a store of the same name may be another tree: deleted and
+		// added again, or another store's renamed to it
+		if rbs[name] == nil || !rbs[name].Follows(t) {
 			return nil, errStoresChanged
 		}
 		names = append(names, name)
