@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
@@ -236,6 +237,28 @@ func TestRewriteSnapshotCancelledContext(t *testing.T) {
 	cancel()
 	if err := db.RewriteSnapshot(ctx); !errors.Is(err, context.Canceled) || db.SnapshotVersion() != 0 {
 		t.Fatalf("RewriteSnapshot with a cancelled context: %v, snapshot %d", err, db.SnapshotVersion())
+	}
+}
+
+// TestRewriteSnapshotWaitEndsWithContext: a RewriteSnapshot waiting for a
+// background rewrite (held here until more versions are committed) returns
+// when its context ends, writes nothing, and leaves the database working.
+func TestRewriteSnapshotWaitEndsWithContext(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	DelayRewrites(db, 3)
+	commitN(t, db, 1, 2) // the rewrite of version 2 starts and waits for version 5
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := db.RewriteSnapshot(ctx); !errors.Is(err, context.DeadlineExceeded) || db.SnapshotVersion() != 0 {
+		t.Fatalf("RewriteSnapshot while a rewrite waits: %v, snapshot %d", err, db.SnapshotVersion())
+	}
+	commitN(t, db, 3, 6) // to version 8; the rewrite of version 2 switches
+	if db.Version() != 8 || db.SnapshotVersion() < 2 {
+		t.Fatalf("version %d, snapshot %d", db.Version(), db.SnapshotVersion())
 	}
 }
 
