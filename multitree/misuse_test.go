@@ -240,6 +240,58 @@ func TestRewriteSnapshotCancelledContext(t *testing.T) {
 	}
 }
 
+// TestRewriteSnapshotBesidePendingChanges: changes applied on another
+// goroutine while RewriteSnapshot waits for a background rewrite make it
+// refuse (ErrUncommitted) without switching to the finished rewrite, whose
+// trees would then be compared with working trees holding those changes:
+// the next Commit switches to it, with no error.
+func TestRewriteSnapshotBesidePendingChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(db *DB) error
+	}{
+		{"set", func(db *DB) error { return db.Set("a", []byte("k"), []byte("v2")) }},
+		{"upgrade", func(db *DB) error { return db.ApplyUpgrades(wal.Upgrades{Added: []string{"c"}}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a", "b"}, SnapshotInterval: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			release := make(chan struct{})
+			db.afterWrite = func(ctx context.Context, v int64) {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			if err := db.Set("a", []byte("k"), []byte("v1")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Commit(); err != nil { // starts the rewrite of version 1
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- db.RewriteSnapshot(context.Background()) }()
+			time.Sleep(50 * time.Millisecond) // RewriteSnapshot waits for the rewrite
+			if err := tc.change(db); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			if err := <-done; !errors.Is(err, ErrUncommitted) {
+				t.Fatalf("RewriteSnapshot with changes applied while it waited: %v", err)
+			}
+			if _, err := db.Commit(); err != nil {
+				t.Fatalf("commit after it: %v", err)
+			}
+			if db.SnapshotVersion() != 1 {
+				t.Fatalf("snapshot %d, want the rewrite of version 1", db.SnapshotVersion())
+			}
+		})
+	}
+}
+
 // TestRewriteSnapshotWaitEndsWithContext: a RewriteSnapshot waiting for a
 // background rewrite (held here until more versions are committed) returns
 // when its context ends, writes nothing, and leaves the database working.

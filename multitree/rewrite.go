@@ -561,6 +561,10 @@ func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
 		if p := db.mu.pending; len(p.ChangeSets) > 0 || len(p.Upgrades.Added)+len(p.Upgrades.Renamed)+len(p.Upgrades.Deleted) > 0 {
 			return fmt.Errorf("%w: commit the working version's changes before rewriting the snapshot", ErrUncommitted)
 		}
+		// a finished rewrite is switched to only here, with no changes
+		// pending, as Commit does after saving the version: the
+		// switch compares the rewritten trees with the working ones
+		db.switchIfDoneLocked()
 		job := db.mu.rewrite
 		if job == nil {
 			break
@@ -577,7 +581,6 @@ func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		db.switchIfDoneLocked()
 	}
 	v := db.mu.version
 	if db.mu.gen.version == v {
