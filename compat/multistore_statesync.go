@@ -30,11 +30,15 @@ func (s *MultiStore) Snapshot(height uint64, protoWriter protoio.Writer) error {
 		return errorsmod.Wrapf(types.ErrLogic, "cannot snapshot future height %v", height)
 	}
 	// the snapshot manager's extensions read height after this returns,
-	// until the manager calls PruneSnapshotHeight (see viewCache.hold)
-	if err := s.views.hold(db, int64(height)); err != nil {
+	// until the manager calls PruneSnapshotHeight (see viewCache.hold);
+	// the export reads the held view, which queries read too, even where
+	// its snapshots were pruned since the cache opened it
+	view, err := s.views.hold(db, int64(height))
+	if err != nil {
 		return fmt.Errorf("snapshot of height %d: %w", height, err)
 	}
-	return SnapshotDB(db, height, protoWriter)
+	defer view.Unpin()
+	return snapshotView(view, height, protoWriter)
 }
 
 // Restore implements snapshottypes.Snapshotter with RestoreDB: the database

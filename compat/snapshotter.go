@@ -41,6 +41,14 @@ func SnapshotDB(db *multitree.DB, height uint64, protoWriter protoio.Writer) err
 		return fmt.Errorf("compat: snapshot of height %d: %w", height, err)
 	}
 	defer view.Release()
+	return snapshotView(view, height, protoWriter)
+}
+
+// snapshotView writes the state-sync stream of view, of height.
+func snapshotView(view *multitree.View, height uint64, protoWriter protoio.Writer) error {
+	if view.Version() != int64(height) {
+		return fmt.Errorf("compat: snapshot of height %d: a view of version %d", height, view.Version())
+	}
 	// the stream carries the values as they are read: the snapshot files
 	// they come from are checked first, so that damage fails the export
 	// instead of going to peers

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 
 	"cosmossdk.io/log"
 	"cosmossdk.io/store/metrics"
@@ -739,4 +740,69 @@ func FuzzRestore(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSnapshotOfHeightQueriesRead: a state-sync snapshot of a height whose
+// database snapshot was pruned (keep-recent 0) is exported from the view
+// that queries of that height still read, the one the snapshot holds for
+// the manager's extensions, instead of failing to rebuild the height; the
+// stream restores to the height's app hash.
+func TestSnapshotOfHeightQueriesRead(t *testing.T) {
+	cfg := testConfig()
+	cfg.SnapshotInterval, cfg.SnapshotKeepRecent = -1, 0
+	keys := keyring{}
+	dir := t.TempDir()
+	ms := newOurs(t, dir, cfg, keys, mount{iavl: ssStores}, nil)
+	defer ms.Close()
+	hashes := map[int64][]byte{}
+	for i, css := range ssBlocks(testutil.Rand(t), ssStores, 8, 20) {
+		for _, cs := range css {
+			st := ms.GetKVStore(keys[cs.Name])
+			for _, p := range cs.Pairs {
+				if p.Delete {
+					st.Delete(p.Key)
+				} else {
+					st.Set(p.Key, p.Value)
+				}
+			}
+		}
+		cid := ms.Commit()
+		hashes[cid.Version] = cid.Hash
+		if i+1 == 6 {
+			if err := ms.RewriteSnapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := ms.RewriteSnapshot(context.Background()); err != nil { // at 8; 6 is pruned
+		t.Fatal(err)
+	}
+	pruned := filepath.Join(dir, fmt.Sprintf("snapshot-%020d", 6))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Lstat(pruned); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("snapshot 6 not pruned")
+		}
+	}
+	if _, err := ms.CacheMultiStoreWithVersion(7); err != nil {
+		t.Fatalf("query branch of height 7: %v", err)
+	}
+	var buf bytes.Buffer
+	w := protoio.NewDelimitedWriter(&buf)
+	if err := ms.Snapshot(7, w); err != nil {
+		t.Fatalf("snapshot of height 7, which queries read: %v", err)
+	}
+	ms.PruneSnapshotHeight(7)
+	if err := w.WriteMsg(&ssExtension); err != nil {
+		t.Fatal(err)
+	}
+	rs := ssRootMulti(t, dbm.NewMemDB(), false)
+	if _, err := rs.Restore(7, snapshottypes.CurrentFormat, ssReader(buf.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if cid := rs.LastCommitID(); cid.Version != 7 || !bytes.Equal(cid.Hash, hashes[7]) {
+		t.Fatalf("restored version %d app hash %X, committed %X", cid.Version, cid.Hash, hashes[7])
+	}
 }

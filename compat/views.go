@@ -62,17 +62,24 @@ func newViewCache(size int) *viewCache {
 
 // hold keeps the view of version readable until unhold(version), a rebind
 // or the next hold of another version: get serves it even after the cache
-// evicted it and a snapshot switch would have unmapped its snapshots.
-func (c *viewCache) hold(db *multitree.DB, version int64) error {
-	v, err := c.get(db, version) // pinned for us
+// evicted it and a snapshot switch would have unmapped its snapshots. It
+// returns the view with a second pin, the caller's, who must Unpin it: the
+// view the cache serves may be one the database could no longer rebuild
+// (its snapshots pruned since).
+func (c *viewCache) hold(db *multitree.DB, version int64) (*multitree.View, error) {
+	v, err := c.get(db, version) // pinned for the hold
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.db != db {
 		v.Unpin()
-		return ErrNotLoaded
+		return nil, ErrNotLoaded
+	}
+	if !v.Pin() { // cannot fail: the hold's pin keeps it
+		v.Unpin()
+		return nil, fmt.Errorf("%w: %d", multitree.ErrVersion, version)
 	}
 	// one version at a time, with one pin (this one, if held already)
 	for h, old := range c.mu.held {
@@ -80,7 +87,7 @@ func (c *viewCache) hold(db *multitree.DB, version int64) error {
 		delete(c.mu.held, h)
 	}
 	c.mu.held[version] = v
-	return nil
+	return v, nil
 }
 
 // unhold gives up the pin hold took on version, if any.
