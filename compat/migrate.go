@@ -254,9 +254,10 @@ func (s iavlSource) Next() (*memiavl.ExportNode, error) {
 // ErrMigrate (and a node started meanwhile fail to lock its directory).
 //
 // dir must not hold a database, except one with nothing committed (version
-// 0), which is replaced, as ImportIAVL replaces one. A failed migration
-// leaves no database: a failed import of the snapshot leaves dir as it was,
-// a failed replay of the log removes the imported database. opts are the
+// 0), which is replaced, as ImportIAVL replaces one. A failed import of the
+// snapshot leaves dir as it was; a failed replay of the log leaves no
+// database in dir, also where it replaced one at version 0 (a node's next
+// start with the store enabled creates one again). opts are the
 // options the replay opens the database with (CreateIfMissing, ReadOnly and
 // TargetVersion are ignored); RewriteConcurrency also sets how many trees are
 // imported in parallel.

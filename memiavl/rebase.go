@@ -185,7 +185,9 @@ func (rb *Rebaser) Version() int64 { return rb.version }
 // Follows reports whether Rebase can take t: a later version of the tree
 // whose snapshot the map was made from. A tree that replaced that one (a
 // store deleted and added again, or another store renamed to its name) is
-// not.
+// not, unless neither had a snapshot (a store added since the last one):
+// then Rebase takes the replacement, whose nodes are all later than the
+// written version and are copied.
 func (rb *Rebaser) Follows(t *Tree) bool {
 	return t != nil && t.pers.s == rb.m.from && t.version >= rb.version
 }

@@ -28,10 +28,11 @@ import (
 // DB is a database of named IAVL trees, one per module store.
 //
 // Writes (Set, Delete, ApplyChangeSets, ApplyUpgrades, Commit,
-// RewriteSnapshot, Close) are serialized by the DB and meant to come from one
-// goroutine; called from several, each is still whole, in some order (a
-// Commit commits whatever changes were applied before it). Reads of committed state go through View and ViewAt, which take
-// no lock that Commit holds and may run on any number of goroutines.
+// RewriteSnapshot, Close) are serialized by the DB and meant to come from
+// one goroutine; called from several, each is still whole, in some order
+// (a Commit commits whatever changes were applied before it). Reads of
+// committed state go through View and ViewAt, which take no lock that
+// Commit holds and may run on any number of goroutines.
 type DB struct {
 	dir  string
 	opts Options
@@ -112,6 +113,9 @@ type DB struct {
 	// afterRebuild, when set (by tests), runs in ViewAt after it rebuilt
 	// a version, before it caches it.
 	afterRebuild func(version int64)
+	// rewriteWait, when set (by tests), runs in RewriteSnapshot each time
+	// it begins to wait for a background rewrite, without the lock.
+	rewriteWait func()
 	// beforePrune, when set (by tests), runs at the start of each prune;
 	// an error fails the prune.
 	beforePrune func(cur int64) error
@@ -201,6 +205,10 @@ var (
 func open(dir string, opts Options) (_ *DB, err error) {
 	opts, err = opts.withDefaults()
 	if err != nil {
+		return nil, err
+	}
+	// before anything is created in it, a lock file included
+	if err := referenceLayout(dir); err != nil {
 		return nil, err
 	}
 	db := &DB{dir: dir, opts: opts, maxLogged: wal.MaxEntrySize, closeDone: make(chan struct{})}

@@ -52,12 +52,13 @@ var (
 	// ErrCorrupt.
 	ErrBusy = errors.New("multitree: the writer kept changing the directory under the reader")
 
-	// ErrReferenceFormat is returned by Open, LatestVersion and Verify for a
-	// directory that holds a database of the reference memiavl
+	// ErrReferenceFormat is returned by Open, LatestVersion, Verify and
+	// RemoveDatabase, and by Import and NewImporter wrapped in ErrExists,
+	// for a directory that holds a database of the reference memiavl
 	// (github.com/crypto-org-chain/cronos/memiavl v0.1.0), whose format
 	// this one does not read: compat.ImportMemIAVL (the command's
-	// import-memiavl) converts it into a new directory. Nothing in the
-	// directory is changed.
+	// import-memiavl) converts it into a new directory. Nothing is created
+	// or changed in the directory.
 	ErrReferenceFormat = errors.New("multitree: directory holds a database in the reference memiavl's format")
 
 	// ErrExists is returned by Import and NewImporter when the directory already

@@ -175,9 +175,10 @@ func referenceLayout(dir string) error {
 	if _, err := os.Lstat(filepath.Join(dir, filepath.Base(target), "__metadata")); err != nil {
 		return nil
 	}
+	d := filepath.Clean(dir)
 	return fmt.Errorf("%w: %s (its current points at %s); convert it with 'memiavl import-memiavl <its directory> <new directory>', "+
 		"and to keep its path move it aside first: mv %s %s.ref && memiavl import-memiavl %s.ref %s",
-		ErrReferenceFormat, dir, target, dir, dir, dir, dir)
+		ErrReferenceFormat, d, target, d, d, d, d)
 }
 
 // readRollback returns the target of the rollback that dir's "rollback"

@@ -242,6 +242,9 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 	if err := opts.validate(version); err != nil {
 		return nil, err
 	}
+	if err := referenceLayout(dir); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrExists, err)
+	}
 	// the directory itself, so that the directories beside it are beside
 	// it even for "." and through symbolic links (see besidePath)
 	dir = realDir(dir)
@@ -423,6 +426,9 @@ func giveUp(dir string) error {
 // database is open for writing.
 func RemoveDatabase(dir string) error {
 	if err := checkDirPath(dir); err != nil {
+		return err
+	}
+	if err := referenceLayout(dir); err != nil {
 		return err
 	}
 	// a replacing import interrupted beside it: finished first, or the

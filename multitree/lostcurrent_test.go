@@ -474,8 +474,9 @@ func TestRemoveDatabaseBesideReplaced(t *testing.T) {
 // TestReferenceLayoutRefused: a directory in the reference memiavl's layout
 // (current a symbolic link to snapshot-<version>, which holds __metadata;
 // both stores name their directory memiavl.db in a node's home) is refused
-// by every open, LatestVersion, Verify and an import with ErrReferenceFormat,
-// and no call changes a file of it. A symbolic link without the reference's
+// by every open, LatestVersion, Verify, RemoveDatabase and an import with
+// ErrReferenceFormat, and no call creates or changes a file in it (not
+// even a lock file). A symbolic link without the reference's
 // metadata is not taken for one.
 func TestReferenceLayoutRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "memiavl.db")
@@ -486,7 +487,6 @@ func TestReferenceLayoutRefused(t *testing.T) {
 		}
 	}
 	for name, data := range map[string]string{
-		lockFileName:                                 "",
 		filepath.Join(snap, "__metadata"):            "\x0a\x02\x08\x07",
 		filepath.Join(snap, "bank", "kvs"):           "x",
 		filepath.Join("wal", "00000000000000000001"): "y",
@@ -516,10 +516,19 @@ func TestReferenceLayoutRefused(t *testing.T) {
 	check("LatestVersion", err)
 	_, err = Verify(dir)
 	check("Verify", err)
-	_, err = Import(dir, 7, map[string]NodeSource{}, ImportOptions{Replace: true})
-	check("Import with Replace", err)
-	if _, err := Import(dir, 7, map[string]NodeSource{}, ImportOptions{}); !errors.Is(err, ErrExists) {
-		t.Fatalf("Import: %v, want ErrExists", err)
+	for _, replace := range []bool{false, true} {
+		_, err = Import(dir, 7, map[string]NodeSource{}, ImportOptions{Replace: replace})
+		check(fmt.Sprintf("Import (Replace %v)", replace), err)
+		if !errors.Is(err, ErrExists) {
+			t.Fatalf("Import: %v, want ErrExists", err)
+		}
+	}
+	check("RemoveDatabase", RemoveDatabase(dir))
+	// the advice names the directory without a trailing separator,
+	// which would move it into itself
+	_, err = LatestVersion(dir + "/")
+	if want := "mv " + dir + " " + dir + ".ref &&"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("LatestVersion of %s/: %v, want the advice %q", dir, err, want)
 	}
 	if after := dirFingerprint(t, dir); after != before {
 		t.Fatalf("the directory changed:\n%s\nwas\n%s", after, before)

@@ -272,9 +272,12 @@ func TestRewriteSnapshotBesidePendingChanges(t *testing.T) {
 			if _, err := db.Commit(); err != nil { // starts the rewrite of version 1
 				t.Fatal(err)
 			}
+			waiting := make(chan struct{})
+			var once sync.Once
+			db.rewriteWait = func() { once.Do(func() { close(waiting) }) }
 			done := make(chan error, 1)
 			go func() { done <- db.RewriteSnapshot(context.Background()) }()
-			time.Sleep(50 * time.Millisecond) // RewriteSnapshot waits for the rewrite
+			<-waiting // RewriteSnapshot waits for the rewrite, without the lock
 			if err := tc.change(db); err != nil {
 				t.Fatal(err)
 			}
@@ -305,8 +308,15 @@ func TestRewriteSnapshotWaitEndsWithContext(t *testing.T) {
 	commitN(t, db, 1, 2) // the rewrite of version 2 starts and waits for version 5
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := db.RewriteSnapshot(ctx); !errors.Is(err, context.DeadlineExceeded) || db.SnapshotVersion() != 0 {
-		t.Fatalf("RewriteSnapshot while a rewrite waits: %v, snapshot %d", err, db.SnapshotVersion())
+	done := make(chan error, 1)
+	go func() { done <- db.RewriteSnapshot(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) || db.SnapshotVersion() != 0 {
+			t.Fatalf("RewriteSnapshot while a rewrite waits: %v, snapshot %d", err, db.SnapshotVersion())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("RewriteSnapshot still waits a minute after its context ended")
 	}
 	commitN(t, db, 3, 6) // to version 8; the rewrite of version 2 switches
 	if db.Version() != 8 || db.SnapshotVersion() < 2 {
@@ -417,9 +427,17 @@ func TestRewriteSnapshotBesideCommit(t *testing.T) {
 				rewriteMu.Unlock()
 				return
 			}
-			rewrites.Add(1)
+			if err == nil {
+				rewrites.Add(1)
+			}
 		}
 	}()
+	// a failure below stops the rewrites before the database closes
+	t.Cleanup(func() {
+		stop.Store(true)
+		wg.Wait()
+		db.Close()
+	})
 	const versions = 120
 	for v := 1; v <= versions; v++ {
 		var css []wal.ChangeSet
@@ -466,6 +484,9 @@ func TestRewriteSnapshotBesideCommit(t *testing.T) {
 	wg.Wait()
 	if len(rewriteEs) > 0 {
 		t.Fatalf("RewriteSnapshot: %v", errors.Join(rewriteEs...))
+	}
+	if rewrites.Load() == 0 {
+		t.Fatal("no RewriteSnapshot call succeeded beside the commits")
 	}
 	want := db.LastCommitInfo().Hash()
 	if err := db.Close(); err != nil {

@@ -570,6 +570,9 @@ func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
 			break
 		}
 		db.mu.Unlock()
+		if h := db.rewriteWait; h != nil {
+			h()
+		}
 		select {
 		case <-job.done:
 		case <-ctx.Done():

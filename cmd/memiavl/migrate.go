@@ -194,7 +194,8 @@ after it. The reference directory is only read; its node must be stopped
 <dir> must not hold a database, except one with nothing committed (version
 0: a node's first start with this store creates one), which is replaced;
 nor may it lie inside the reference directory. A failed import leaves no
-new database. Both stores name their directory memiavl.db in a node's
+database (one at version 0 that its replay of the log had replaced is gone
+too: a node's next start creates one). Both stores name their directory memiavl.db in a node's
 home: move the reference's aside first (see the example).`,
 		Example: `  memiavl import-memiavl ~/.cronos/data/memiavl.db ./memiavl.db
   mv ~/.cronos/data/memiavl.db ~/.cronos/data/memiavl.db.ref &&
