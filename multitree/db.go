@@ -1156,7 +1156,7 @@ func (db *DB) ApplyUpgrades(u wal.Upgrades) (err error) {
 	if len(db.mu.pending.ChangeSets) > 0 {
 		return fmt.Errorf("%w: store upgrades must be applied before the version's changes", ErrUncommitted)
 	}
-	if len(u.Added)+len(u.Renamed)+len(u.Deleted) == 0 {
+	if noUpgrades(u) {
 		return nil
 	}
 	start, origins := db.mu.start, db.mu.origins
@@ -1713,6 +1713,9 @@ func (db *DB) checkLoggedLocked(e wal.Entry) error {
 	return nil
 }
 
+// noUpgrades reports whether u upgrades no store.
+func noUpgrades(u wal.Upgrades) bool { return len(u.Added)+len(u.Renamed)+len(u.Deleted) == 0 }
+
 // sameTreesLocked reports whether the working trees, which hold e's
 // changes, are the trees the logged entry of the same version makes from
 // the last committed ones: writes that differ from the logged ones only by
@@ -1722,7 +1725,6 @@ func (db *DB) checkLoggedLocked(e wal.Entry) error {
 // not compared this way: they must match the logged entry. It fails when
 // a snapshot cannot be read.
 func (db *DB) sameTreesLocked(e, logged wal.Entry) (bool, error) {
-	noUpgrades := func(u wal.Upgrades) bool { return len(u.Added)+len(u.Renamed)+len(u.Deleted) == 0 }
 	if !noUpgrades(e.Upgrades) || !noUpgrades(logged.Upgrades) {
 		return false, nil
 	}

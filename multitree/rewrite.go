@@ -558,7 +558,7 @@ func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
 	// wait. The write below must not run beside a background rewrite,
 	// which stages and installs its snapshot in the same places.
 	for {
-		if p := db.mu.pending; len(p.ChangeSets) > 0 || len(p.Upgrades.Added)+len(p.Upgrades.Renamed)+len(p.Upgrades.Deleted) > 0 {
+		if p := db.mu.pending; len(p.ChangeSets) > 0 || !noUpgrades(p.Upgrades) {
 			return fmt.Errorf("%w: commit the working version's changes before rewriting the snapshot", ErrUncommitted)
 		}
 		// a finished rewrite is switched to only here, with no changes
