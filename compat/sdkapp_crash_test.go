@@ -96,8 +96,10 @@ func (c *sdkCrashChain) block(t *testing.T, h int64) [][]byte {
 				to = sdk.AccAddress(fmt.Appendf(nil, "memiavl-new-acct-%03d", r.Intn(1000))[:20])
 			}
 			n := 1 + r.Int63n(400)
-			if r.Intn(12) == 0 {
-				n = 1_000_000_000 // more than any balance: the transaction fails
+			if r.Intn(12) == 0 || (h == 1 && i == 0 && j == 0) {
+				// more than any balance: the transaction fails (always
+				// the first one of block 1, so that the chain has one)
+				n = 1_000_000_000
 			}
 			msgs = append(msgs, banktypes.NewMsgSend(from, to, sdk.NewCoins(sdk.NewCoin(testDenom, math.NewInt(n)))))
 		}

@@ -232,6 +232,7 @@ type lifeChain struct {
 	genesis []byte
 	enc     *testApp // for encoding only
 	r       *rand.Rand
+	made    int // blocks made so far
 }
 
 func lifeNewChain(t *testing.T) *lifeChain {
@@ -242,8 +243,11 @@ func lifeNewChain(t *testing.T) *lifeChain {
 
 // block returns the transactions of a random block of bank sends (some
 // failing, some creating accounts), as in TestSDKAppAgainstDefaultStore.
+// The first transaction of the chain's first block always fails, so that
+// even a short chain has a failing one.
 func (c *lifeChain) block(t *testing.T) [][]byte {
 	r := c.r
+	c.made++
 	var txs [][]byte
 	for i := 0; i < 1+r.Intn(8); i++ {
 		var msgs []sdk.Msg
@@ -253,7 +257,7 @@ func (c *lifeChain) block(t *testing.T) [][]byte {
 				to = sdk.AccAddress(fmt.Appendf(nil, "memiavl-new-acct-%03d", r.Intn(1000))[:20])
 			}
 			n := 1 + r.Int63n(400)
-			if r.Intn(12) == 0 {
+			if r.Intn(12) == 0 || (c.made == 1 && i == 0 && j == 0) {
 				n = 1_000_000_000 // the transaction fails
 			}
 			msgs = append(msgs, banktypes.NewMsgSend(from, to, sdk.NewCoins(sdk.NewCoin(testDenom, math.NewInt(n)))))
