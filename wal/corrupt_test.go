@@ -20,10 +20,10 @@ import (
 // appended.
 func TestCorruptEveryByte(t *testing.T) {
 	rng := newRand(t)
-	const n = 12
-	entries := makeEntries(rng, n, smallShape)
+	const size = 300
+	entries := entriesForSegments(t, rng, 12, smallShape, size, 3)
 	fs := newMemFS()
-	l := mustOpen(t, memDir, Options{fs: fs, SegmentSize: 300})
+	l := mustOpen(t, memDir, Options{fs: fs, SegmentSize: size})
 	mustAppend(t, l, entries...)
 	mustClose(t, l)
 
@@ -152,7 +152,7 @@ func wantCorruptionAt(t *testing.T, where string, err error, file string, offset
 
 func TestVerify(t *testing.T) {
 	rng := newRand(t)
-	entries := makeEntries(rng, 40, smallShape)
+	entries := entriesForSegments(t, rng, 40, smallShape, 512, 3)
 	fs := newMemFS()
 	l := mustOpen(t, memDir, Options{fs: fs, SegmentSize: 512})
 	if err := l.Verify(); err != nil {

@@ -155,6 +155,29 @@ func makeEntries(rng *rand.Rand, n int, sh entryShape) []Entry {
 	return out
 }
 
+// entriesForSegments returns n random entries, and more if a log of the
+// given segment size needs them to fill at least segs segments (appended in
+// one session, as the tests do), so that a test that needs several segments
+// has them whatever the seed.
+func entriesForSegments(t testing.TB, rng *rand.Rand, n int, sh entryShape, size int64, segs int) []Entry {
+	t.Helper()
+	entries := makeEntries(rng, n, sh)
+	for {
+		fs := newMemFS()
+		l := mustOpen(t, memDir, Options{fs: fs, SegmentSize: size})
+		mustAppend(t, l, entries...)
+		mustClose(t, l)
+		got := len(fs.names(memDir))
+		if got >= segs {
+			return entries
+		}
+		if len(entries) >= 10*n+100 {
+			t.Fatalf("%d entries fill only %d segments of %d bytes", len(entries), got, size)
+		}
+		entries = append(entries, randEntry(rng, int64(len(entries)+1), sh))
+	}
+}
+
 func mustOpen(t testing.TB, dir string, opts Options) *Log {
 	t.Helper()
 	l, err := Open(dir, opts)
