@@ -260,6 +260,8 @@ type fullChain struct {
 	policies       []fullPolicy
 	groupProposals []fullGroupProposal
 	createdVal     bool
+	noFault        bool   // sign without a fault (the forced transactions)
+	forcedDel      string // the validator of the forced delegation
 
 	// per block, read from the default store's committed state
 	ctx       sdk.Context
@@ -636,9 +638,9 @@ func (c *fullChain) delegations(i int) []stakingtypes.Delegation {
 }
 
 // sign signs msgs for signer i with the account's number and next sequence,
-// a random fee and memo. One transaction in 40 (but the validator's
-// creation) has a fault: a wrong sequence, a signature for another chain, a
-// fee above the balance, or too little gas.
+// a random fee and memo. One transaction in 10 (but the validator's
+// creation and the forced transactions) has a fault: a wrong sequence, a
+// signature for another chain, a fee above the balance, or too little gas.
 func (c *fullChain) sign(kind string, i int, msgs []sdk.Msg, onOK func(*abci.ExecTxResult)) fullTx {
 	var num, seq uint64
 	if a := c.account(i); a != nil {
@@ -652,7 +654,7 @@ func (c *fullChain) sign(kind string, i int, msgs []sdk.Msg, onOK func(*abci.Exe
 	chainID := fullChainID
 	useSeq, next := seq, seq+1
 	fault := c.r.Intn(40)
-	if kind == "staking/create-validator" {
+	if kind == "staking/create-validator" || c.noFault {
 		fault = -1
 	}
 	switch fault {
@@ -722,19 +724,23 @@ func (c *fullChain) block(h, createAt int64) []fullTx {
 	if h == createAt {
 		txs = append(txs, c.genCreateValidator())
 	}
-	// a proposal that enters its voting period at once, and a vote on
-	// it, whatever the seed: the random ones may leave none to vote on;
-	// and an authz grant, of a kind the random mix can leave out (seed
-	// 1796294049479470016 drew none in 40 blocks)
+	// whatever the seed, one successful transaction of each kind the run
+	// asserts and the random mix can leave out (seed 1796294049479470016
+	// drew no grant in 40 blocks; seed 1796358328496857124 had no vote
+	// succeed): signed without a fault, from funded genesis accounts
 	switch h {
 	case 2:
-		txs = append(txs, c.genVotingProposal())
+		// a proposal that enters its voting period at once
+		txs = append(txs, c.forced(c.genVotingProposal))
 	case 3:
+		// a vote on it, before any random cancellation in the block
 		if tx, ok := c.genVoteOnVoting(); ok {
 			txs = append(txs, tx)
 		}
 	case 4:
-		txs = append(txs, c.genGrant())
+		txs = append(txs, c.forced(func() fullTx { return c.grantFrom(9) }))
+	case 5:
+		txs = append(txs, c.forced(c.genForcedMultiSend), c.forced(c.genForcedDelegate), c.forced(c.genForcedRedelegate))
 	}
 	total := 0
 	for _, g := range fullGens {
@@ -952,16 +958,73 @@ func (c *fullChain) genVotingProposal() fullTx {
 	return c.sign("gov/submit-proposal", 0, []sdk.Msg{msg}, nil)
 }
 
-// genVoteOnVoting votes yes on a proposal in its voting period, if there
-// is one.
+// genVoteOnVoting votes yes from genesis account 4, without a fault, on a
+// proposal in its voting period, if there is one.
 func (c *fullChain) genVoteOnVoting() (fullTx, bool) {
 	for _, p := range c.proposals {
 		if p.Status == govv1.StatusVotingPeriod {
-			from := c.signer()
-			return c.sign("gov/vote", from, []sdk.Msg{govv1.NewMsgVote(c.addrs[from], p.Id, govv1.OptionYes, "")}, nil), true
+			const from = 4
+			return c.forced(func() fullTx {
+				return c.sign("gov/vote", from, []sdk.Msg{govv1.NewMsgVote(c.addrs[from], p.Id, govv1.OptionYes, "")}, nil)
+			}), true
 		}
 	}
 	return fullTx{}, false
+}
+
+// forced returns the transaction gen makes, signed without a fault.
+func (c *fullChain) forced(gen func() fullTx) fullTx {
+	c.noFault = true
+	defer func() { c.noFault = false }()
+	return gen()
+}
+
+// genForcedMultiSend sends from genesis account 5 to accounts 7 and 8.
+func (c *fullChain) genForcedMultiSend() fullTx {
+	const from = 5
+	coins := c.stake(math.NewInt(1_000_000))
+	outs := []banktypes.Output{banktypes.NewOutput(c.addrs[7], coins), banktypes.NewOutput(c.addrs[8], coins)}
+	msg := banktypes.NewMsgMultiSend(banktypes.NewInput(c.addrs[from], coins.Add(coins...)), outs)
+	return c.sign("bank/multisend", from, []sdk.Msg{msg}, nil)
+}
+
+// genForcedDelegate delegates from genesis account 6 to a validator, which
+// genForcedRedelegate, next in the block, moves part of to another: one
+// that no redelegation of the account's went to (the random mix may have
+// made one), which would refuse the move until it completes.
+func (c *fullChain) genForcedDelegate() fullTx {
+	const from = 6
+	c.forcedDel = ""
+	for _, v := range c.vals {
+		val, err := sdk.ValAddressFromBech32(v.OperatorAddress)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if in, err := c.oracle.app.staking.HasReceivingRedelegation(c.ctx, c.addrs[from], val); err != nil {
+			c.t.Fatal(err)
+		} else if !in {
+			c.forcedDel = v.OperatorAddress
+			break
+		}
+	}
+	if c.forcedDel == "" {
+		c.forcedDel = c.vals[0].OperatorAddress
+	}
+	msg := stakingtypes.NewMsgDelegate(c.addrs[from].String(), c.forcedDel, c.stake(math.NewInt(5_000_000))[0])
+	return c.sign("staking/delegate", from, []sdk.Msg{msg}, nil)
+}
+
+func (c *fullChain) genForcedRedelegate() fullTx {
+	const from = 6
+	dst := ""
+	for _, v := range c.vals {
+		if v.OperatorAddress != c.forcedDel {
+			dst = v.OperatorAddress
+			break
+		}
+	}
+	msg := stakingtypes.NewMsgBeginRedelegate(c.addrs[from].String(), c.forcedDel, dst, c.stake(math.NewInt(1_000_000))[0])
+	return c.sign("staking/redelegate", from, []sdk.Msg{msg}, nil)
 }
 
 // proposalID picks a proposal in its deposit or voting period (only the
@@ -1037,8 +1100,9 @@ func (c *fullChain) genUnjail() fullTx {
 	return c.sign("slashing/unjail", c.operatorOf(v.OperatorAddress), []sdk.Msg{slashingtypes.NewMsgUnjail(v.OperatorAddress)}, nil)
 }
 
-func (c *fullChain) genGrant() fullTx {
-	granter := c.signer()
+func (c *fullChain) genGrant() fullTx { return c.grantFrom(c.signer()) }
+
+func (c *fullChain) grantFrom(granter int) fullTx {
 	g := fullGrant{granter: granter, grantee: c.other(granter)}
 	var a authz.Authorization
 	switch c.r.Intn(3) {
