@@ -268,6 +268,9 @@ func (l *Log) runBatch(reqs []request) []request {
 	for n := len(l.queue); n > 0; n-- {
 		reqs = append(reqs, <-l.queue)
 	}
+	if l.batchTaken != nil {
+		l.batchTaken(len(reqs))
+	}
 	l.w.Lock()
 	err := l.stickyErr()
 	if err == nil {

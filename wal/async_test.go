@@ -363,12 +363,21 @@ func TestFlushAnsweredAfterFailedClose(t *testing.T) {
 	for iter := range 40 {
 		fs := newMemFS()
 		l := mustOpen(t, memDir, Options{fs: fs, AsyncBuffer: 1})
+		taken := make(chan int, 1)
+		l.batchTaken = func(n int) {
+			select {
+			case taken <- n: // the first batch's; later ones go unseen
+			default:
+			}
+		}
 		l.w.Lock() // as a roll-ahead goroutine does while it rolls
 		if err := l.Append(Entry{Version: 1}); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "the writer to take version 1", func() bool { return len(l.queue) == 0 })
-		time.Sleep(2 * time.Millisecond) // the writer is now blocked on w in runBatch
+		// the writer took version 1 alone and goes on to block on w
+		if n := <-taken; n != 1 {
+			t.Fatalf("iteration %d: the writer's batch has %d requests", iter, n)
+		}
 		flushDone := make(chan error, 1)
 		go func() { flushDone <- l.Flush() }()
 		waitUntil(t, "the flush marker", func() bool { return len(l.queue) == 1 })

@@ -157,15 +157,15 @@ func makeEntries(rng *rand.Rand, n int, sh entryShape) []Entry {
 
 // entriesForSegments returns n random entries, and more if a log of the
 // given segment size needs them to fill at least segs segments (appended in
-// one session, as the tests do), so that a test that needs several segments
-// has them whatever the seed.
+// one session with mustAppendEach, as the tests must append them), so that
+// a test that needs several segments has them whatever the seed.
 func entriesForSegments(t testing.TB, rng *rand.Rand, n int, sh entryShape, size int64, segs int) []Entry {
 	t.Helper()
 	entries := makeEntries(rng, n, sh)
 	for {
 		fs := newMemFS()
 		l := mustOpen(t, memDir, Options{fs: fs, SegmentSize: size})
-		mustAppend(t, l, entries...)
+		mustAppendEach(t, l, entries...)
 		mustClose(t, l)
 		got := len(fs.names(memDir))
 		if got >= segs {
@@ -198,6 +198,16 @@ func mustAppend(t testing.TB, l *Log, es ...Entry) {
 		}
 	}
 	l.rollAhead.Wait()
+}
+
+// mustAppendEach appends es one at a time, each after the segment started
+// ahead of it (if any) is ready, so that the segments a log of the same
+// size ends with depend on the entries only.
+func mustAppendEach(t testing.TB, l *Log, es ...Entry) {
+	t.Helper()
+	for _, e := range es {
+		mustAppend(t, l, e)
+	}
 }
 
 func mustClose(t testing.TB, l *Log) {

@@ -120,6 +120,10 @@ type Log struct {
 	stop   chan struct{} // closed by Close
 	failed chan struct{} // closed when mu.err is set
 	wg     sync.WaitGroup
+
+	// batchTaken, set by tests before the first Append, is called by the
+	// writer with each batch it has taken off the queue, before it locks w.
+	batchTaken func(n int)
 }
 
 // request is one item of the writer's queue: an encoded record, or a flush

@@ -297,17 +297,44 @@ func TestTornTailUnwrittenPage(t *testing.T) {
 func TestTornTailPageLostAcrossRecords(t *testing.T) {
 	rng := newRand(t)
 	shape := entryShape{stores: 2, pairs: 3, keyLen: 8, valueLen: 900}
+	// pageAfter returns the page holding record k's tail and record k+1's
+	// whole header, if there is one and the tail has bytes other than
+	// zeros (a page of zeros takes nothing of it)
+	pageAfter := func(data []byte, offs []int64, k int) (int64, bool) {
+		page := (offs[k+1] / unwrittenPage) * unwrittenPage
+		if page <= offs[k]+frameHeaderSize || page == offs[k+1] || offs[k+1]+frameHeaderSize > page+unwrittenPage || page+unwrittenPage > int64(len(data)) {
+			return 0, false
+		}
+		return page, slices.ContainsFunc(data[page:offs[k+1]], func(b byte) bool { return b != 0 })
+	}
+	// 200 entries, and more while fewer than 10 records cross a page
+	// boundary that way
 	entries := makeEntries(rng, 200, shape)
-	data, offs := segmentOf(t, entries)
-	size := int64(len(data))
+	var data []byte
+	var offs []int64
+	for {
+		data, offs = segmentOf(t, entries)
+		n := 0
+		for k := 0; k+1 < len(entries); k++ {
+			if _, ok := pageAfter(data, offs, k); ok {
+				n++
+			}
+		}
+		if n >= 10 {
+			break
+		}
+		if len(entries) >= 2000 {
+			t.Fatalf("only %d of %d records cross a page boundary into the next one's header", n, len(entries))
+		}
+		for range 50 {
+			entries = append(entries, randEntry(rng, int64(len(entries)+1), shape))
+		}
+	}
 	tried := 0
 	for k := 0; k+1 < len(entries); k++ {
-		page := (offs[k+1] / unwrittenPage) * unwrittenPage
-		if page <= offs[k]+frameHeaderSize || page == offs[k+1] || offs[k+1]+frameHeaderSize > page+unwrittenPage || page+unwrittenPage > size {
-			continue // record k's tail and k+1's whole header are not in one page
-		}
-		if !slices.ContainsFunc(data[page:offs[k+1]], func(b byte) bool { return b != 0 }) {
-			continue // record k's tail is zeros anyway: the page takes nothing of it
+		page, ok := pageAfter(data, offs, k)
+		if !ok {
+			continue
 		}
 		tried++
 		img := slices.Clone(data)
