@@ -436,10 +436,14 @@ func TestReadOnlyTargetBesideWriter(t *testing.T) {
 					return
 				}
 				for v := int64(4); v <= 12; v++ {
+					if !bySnapshot && v == 7 {
+						// the rewrite of version 5 is done: commit 7
+						// switches to it (if 6 did not), and its prune
+						// removes snapshot 0 and the log before it
+						waitRewrite(db)
+					}
 					commit(v)
-					// let the background rewrite's prune remove
-					// snapshot 0 and the log before it
-					for i := 0; !bySnapshot && v >= 6 && i < 200 && !pruned(dir, 0); i++ {
+					for deadline := time.Now().Add(time.Minute); !bySnapshot && v == 7 && !pruned(dir, 0) && time.Now().Before(deadline); {
 						time.Sleep(time.Millisecond)
 					}
 				}

@@ -74,7 +74,9 @@ func TestLatestVersionAndPin(t *testing.T) {
 	if v, err := multitree.LatestVersion(dir); err != nil || v != 0 {
 		t.Fatalf("empty dir: %d %v", v, err)
 	}
-	db, err := multitree.Open(dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 3, ViewCacheSize: -1})
+	// (keep-recent 10: version 2 stays readable whenever the background
+	// rewrites of versions 3 and 6 switch)
+	db, err := multitree.Open(dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 3, SnapshotKeepRecent: 10, ViewCacheSize: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -270,8 +270,9 @@ var fsoPolicies = []fsoPolicy{
 
 // fsoIdlePause is how long the policies case waits after its last commit
 // under SyncGrouped, in GroupIntervals: the timer's fsync must have
-// started by then.
-const fsoIdlePause = 40
+// started by then (a second, for a child traced by strace on a loaded
+// machine; the timer fires after one interval).
+const fsoIdlePause = 100
 
 // fsoSmallBlock returns a small deterministic block of changes, so that
 // log segments of a few KiB hold several entries.

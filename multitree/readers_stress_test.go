@@ -729,7 +729,7 @@ func TestNoLeaksAfterReaders(t *testing.T) {
 	g0, f0 := runtime.NumGoroutine(), openFDCount(t)
 	readerStress(t, Options{SnapshotInterval: 3, SnapshotKeepRecent: 1}, 120, 1, 11)
 	var g1, f1 int
-	for i := 0; i < 200; i++ {
+	for i := 0; i < 1000; i++ {
 		runtime.GC()
 		g1, f1 = runtime.NumGoroutine(), openFDCount(t)
 		if g1 <= g0 && f1 <= f0 {
