@@ -915,51 +915,55 @@ func TestBenchInterruptedTwice(t *testing.T) {
 		t.Skip("uses SIGINT")
 	}
 	bin := buildBinary(t)
-	for attempt := 1; ; attempt++ {
-		cmd := exec.Command(bin, "bench", "--scale", "2", "--blocks", "1") // a block of about a second
-		cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
-		sc := startScanStderr(t, cmd)
-		var seen strings.Builder
-		// signal sends SIGINT after the line holding after and reports
-		// whether that line came
-		signal := func(after string) bool {
-			t.Helper()
-			for sc.Scan() {
-				seen.WriteString(sc.Text() + "\n")
-				if strings.Contains(sc.Text(), after) {
-					if err := cmd.Process.Signal(os.Interrupt); err != nil {
-						t.Fatal(err)
-					}
-					return true
-				}
-			}
-			return false
+	for attempt := 1; !interruptBenchTwice(t, bin); attempt++ {
+		if attempt == 10 {
+			t.Fatalf("in %d runs, no interrupt landed during the block", attempt)
 		}
-		if !signal("bench: 1 blocks") {
-			cmd.Wait()
-			t.Fatalf("no line %q:\n%s", "bench: 1 blocks", seen.String())
-		}
-		if !signal("interrupt again to stop at once") {
-			// the interrupt landed before the block began
-			code := exitCode(cmd.Wait())
-			if code != exitFailure || !strings.Contains(seen.String(), "interrupted after version 0") {
-				t.Fatalf("bench interrupted before its first block: exit %d\n%s", code, seen.String())
-			}
-			if attempt == 10 {
-				t.Fatalf("in %d runs, no interrupt landed during the block", attempt)
-			}
-			continue
-		}
+	}
+}
+
+// interruptBenchTwice runs one bench of TestBenchInterruptedTwice and
+// reports false when its first interrupt landed before the block began.
+func interruptBenchTwice(t *testing.T, bin string) bool {
+	t.Helper()
+	cmd := exec.Command(bin, "bench", "--scale", "2", "--blocks", "1") // a block of about a second
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	sc := startScanStderr(t, cmd)
+	var seen strings.Builder
+	// signal sends SIGINT after the line holding after and reports whether
+	// that line came
+	signal := func(after string) bool {
 		for sc.Scan() {
 			seen.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), after) {
+				if err := cmd.Process.Signal(os.Interrupt); err != nil {
+					t.Fatal(err)
+				}
+				return true
+			}
 		}
-		err := cmd.Wait()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
-			t.Fatalf("bench interrupted twice: %v, want an end by SIGINT\n%s", err, seen.String())
-		}
-		return
+		return false
 	}
+	if !signal("bench: 1 blocks") {
+		cmd.Wait()
+		t.Fatalf("no line %q:\n%s", "bench: 1 blocks", seen.String())
+	}
+	if !signal("interrupt again to stop at once") {
+		code := exitCode(cmd.Wait())
+		if code != exitFailure || !strings.Contains(seen.String(), "interrupted after version 0") {
+			t.Fatalf("bench interrupted before its first block: exit %d\n%s", code, seen.String())
+		}
+		return false
+	}
+	for sc.Scan() {
+		seen.WriteString(sc.Text() + "\n")
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
+		t.Fatalf("bench interrupted twice: %v, want an end by SIGINT\n%s", err, seen.String())
+	}
+	return true
 }
 
 // TestBenchInterrupted interrupts a bench without --dir once its database
