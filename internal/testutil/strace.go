@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 )
@@ -65,4 +66,18 @@ func Injected(t testing.TB, trace string) bool {
 		t.Fatal(err)
 	}
 	return bytes.Contains(b, []byte("(INJECTED)"))
+}
+
+// StraceFailed reports whether out, the output of a process run under the
+// strace at path strace, holds an error of strace's own: a line that starts
+// with its name, such as the "ptrace(PTRACE_LISTEN,...): Input/output error"
+// it can meet while its tracee's threads exit. strace then exits with 1,
+// whatever the tracee did, so the run tells nothing about the tracee.
+func StraceFailed(strace string, out []byte) bool {
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		if bytes.HasPrefix(line, []byte(strace+": ")) || bytes.HasPrefix(line, []byte(filepath.Base(strace)+": ")) {
+			return true
+		}
+	}
+	return false
 }
