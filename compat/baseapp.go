@@ -16,8 +16,9 @@ import (
 // multistore (rootmulti) by a MultiStore on DBDir(homePath) when cfg.Enable
 // is set, and does nothing otherwise. It panics on an invalid cfg, as BaseApp
 // options report errors. Pass it before the options that configure the
-// multistore (pruning, caches), since those apply to the store present when
-// they run; the IAVL-specific ones are no-ops on MultiStore anyway.
+// multistore, since those apply to the store present when they run; pruning
+// options given before it are carried over (MultiStore records them for
+// GetPruning), and the IAVL-specific ones are no-ops on MultiStore anyway.
 //
 //	cfg, err := compat.ConfigFromAppOptions(appOpts)
 //	...
@@ -56,6 +57,9 @@ func SetupMemIAVL(logger log.Logger, homePath string, cfg Config) func(*baseapp.
 		}
 		if rs, ok := prev.(*rootmulti.Store); ok {
 			ms.appDBVersion = appDBVersion(rs)
+			// SetPruning given before this option: the SDK validates the
+			// options at startup through GetPruning.
+			ms.SetPruning(rs.GetPruning())
 		}
 		bapp.SetCMS(ms)
 	}

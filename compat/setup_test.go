@@ -12,6 +12,7 @@ import (
 
 	"cosmossdk.io/log"
 	"cosmossdk.io/store/metrics"
+	pruningtypes "cosmossdk.io/store/pruning/types"
 	"cosmossdk.io/store/rootmulti"
 	"cosmossdk.io/store/snapshots"
 	snapshottypes "cosmossdk.io/store/snapshots/types"
@@ -67,6 +68,31 @@ func TestSetupAfterCarriedOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestSetupCarriesPruning checks that pruning options given to BaseApp
+// before SetupMemIAVL reach the MultiStore, where the SDK validates them at
+// startup, as they do after it.
+func TestSetupCarriesPruning(t *testing.T) {
+	opts := pruningtypes.NewCustomPruningOptions(100, 10)
+	for _, before := range []bool{true, false} {
+		setup := compat.SetupMemIAVL(log.NewNopLogger(), t.TempDir(), testConfig())
+		options := []func(*baseapp.BaseApp){setup, baseapp.SetPruning(opts)}
+		if before {
+			options = []func(*baseapp.BaseApp){baseapp.SetPruning(opts), setup}
+		}
+		app := baseapp.NewBaseApp("setup", log.NewNopLogger(), dbm.NewMemDB(), nil, options...)
+		ms, ok := app.CommitMultiStore().(*compat.MultiStore)
+		if !ok {
+			t.Fatalf("multistore %T", app.CommitMultiStore())
+		}
+		if got := ms.GetPruning(); got != opts {
+			t.Errorf("pruning given before SetupMemIAVL: %v: GetPruning %+v, want %+v", before, got, opts)
+		}
+		if err := ms.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
