@@ -258,9 +258,12 @@ func runSDKCrashChild(t *testing.T, ref *sdkCrashRef, strace string, v sdkCrashV
 	}
 	switch {
 	case err == nil && run.closed:
-	case call != "" && run.closed && testutil.StraceFailed(strace, stderr.Bytes()):
-		// strace failed on its own (testutil.StraceFailed) as the child,
-		// which had closed the node, exited
+	case call != "" && testutil.StraceFailed(strace, stderr.Bytes()):
+		// strace failed on its own (testutil.StraceFailed): as the child,
+		// which had closed the node, exited, or before that, which is a
+		// crash at a point strace did not choose (Output returned, so the
+		// child, holding stdout, has exited)
+		run.killed = !run.closed
 	case call != "" && testutil.KilledBySIGKILL(err):
 		// (killed after "closed": at the test framework's own output)
 		run.killed = !run.closed

@@ -167,26 +167,29 @@ func TestCLICrashPoints(t *testing.T) {
 						dir := filepath.Join(t.TempDir(), "db")
 						op.prepare(t, dir)
 						where := fmt.Sprintf("killed at %s #%d", call, n)
+						var hit, straceFailed bool
+						var out string
 						if kill {
-							killed, straceFailed := cliKilledAt(t, strace, call, n, op.args(dir))
-							if straceFailed {
-								// the same crash point again, on a fresh directory
-								if straceFailures++; straceFailures == 3 {
-									t.Fatalf("%s: strace failed %d times", where, straceFailures)
-								}
-								n -= step
-								continue
-							}
-							if !killed {
-								break
-							}
-							kills++
+							hit, straceFailed = cliKilledAt(t, strace, call, n, op.args(dir))
 						} else {
 							where = fmt.Sprintf("EIO at %s #%d", call, n)
-							hit, out := cliFailedAt(t, strace, call, n, op.args(dir))
-							if !hit {
-								break
+							hit, out, straceFailed = cliFailedAt(t, strace, call, n, op.args(dir))
+						}
+						if straceFailed {
+							// the same point again, on a fresh directory
+							if straceFailures++; straceFailures == 3 {
+								t.Fatalf("%s: strace failed %d times", where, straceFailures)
 							}
+							n -= step
+							continue
+						}
+						straceFailures = 0
+						if !hit {
+							break
+						}
+						if kill {
+							kills++
+						} else {
 							where += fmt.Sprintf(" (the command printed %q)", out)
 							faults++
 						}
@@ -246,10 +249,11 @@ var cliMustReport = map[string]bool{"fsync": true, "pwrite64": true, "renameat":
 
 // cliFailedAt runs the command line args in a child process under strace,
 // failing its nth call of call with EIO, and reports whether the fault was
-// injected (false: the command finished first). The command must not
-// crash: it exits 0, or 1 with the error (always 1 for a call in
-// cliMustReport).
-func cliFailedAt(t *testing.T, strace, call string, n int, args []string) (bool, string) {
+// injected (false: the command finished first) and whether strace failed on
+// its own (its exit status hides the command's, and the caller runs the
+// point again). The command must not crash: it exits 0, or 1 with the error
+// (always 1 for a call in cliMustReport).
+func cliFailedAt(t *testing.T, strace, call string, n int, args []string) (hit bool, output string, straceFailed bool) {
 	t.Helper()
 	trace := filepath.Join(t.TempDir(), "strace.out")
 	argv := testutil.FailAt(strace, call, n, trace, os.Args[0], "-test.run=^TestCLIChild$")
@@ -258,11 +262,15 @@ func cliFailedAt(t *testing.T, strace, call string, n int, args []string) (bool,
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
+	if err != nil && testutil.StraceFailed(strace, out.Bytes()) {
+		t.Logf("memiavl %v (EIO at %s #%d): strace failed: %v\n%s", args, call, n, err, out.Bytes())
+		return false, "", true
+	}
 	if !testutil.Injected(t, trace) {
 		if err != nil {
 			t.Fatalf("memiavl %v: no fault injected, yet: %v\n%s", args, err, out.Bytes())
 		}
-		return false, ""
+		return false, "", false
 	}
 	code := exitCode(err)
 	if bytes.Contains(out.Bytes(), []byte("panic:")) || (code != exitOK && code != exitFailure) ||
@@ -270,7 +278,7 @@ func cliFailedAt(t *testing.T, strace, call string, n int, args []string) (bool,
 		tr, _ := os.ReadFile(trace)
 		t.Fatalf("memiavl %v with EIO at %s #%d: exit %d\n%s\nstrace:\n%s", args, call, n, code, out.Bytes(), tr)
 	}
-	return true, out.String()
+	return true, out.String(), false
 }
 
 // cliKilledAt runs the command line args in a child process under strace,
