@@ -318,7 +318,9 @@ func TestRewriteSnapshotWaitEndsWithContext(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("RewriteSnapshot still waits a minute after its context ended")
 	}
-	commitN(t, db, 3, 6) // to version 8; the rewrite of version 2 switches
+	commitN(t, db, 3, 3) // to version 5, which the rewrite of version 2 waits for
+	waitRewrite(db)
+	commitN(t, db, 3, 3) // to version 8; the first of them switches
 	if db.Version() != 8 || db.SnapshotVersion() < 2 {
 		t.Fatalf("version %d, snapshot %d", db.Version(), db.SnapshotVersion())
 	}
