@@ -236,11 +236,11 @@ func runCrashPoint(t *testing.T, strace, call string, n int, dir string, seed, u
 // the nth point (see crashPointStart), failing the nth call of call with
 // EIO, and returns the directory, the version it started at, strace's trace
 // file, the child's output and its exit error. A run where strace failed on
-// its own (testutil.StraceFailed), whose exit status hides the child's, is
-// run again on another new directory, at most 3 times.
+// its own, whose exit status hides the child's, is run again on another new
+// directory (testutil.RetryStraceFailures).
 func runIOErrorPoint(t *testing.T, strace, call string, n int, seed int64, mode string) (dir string, start int64, trace string, out, stderr []byte, err error) {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
+	stderr, err = testutil.RetryStraceFailures(t, strace, fmt.Sprintf("EIO at %s #%d", call, n), func() ([]byte, error) {
 		dir, start = crashPointStart(t, n, seed)
 		trace = filepath.Join(t.TempDir(), "strace.out")
 		args := testutil.FailAt(strace, call, n, trace, os.Args[0], "-test.run=^TestCrashPointsChild$", "-test.v")
@@ -251,15 +251,9 @@ func runIOErrorPoint(t *testing.T, strace, call string, n int, seed int64, mode 
 		var errBuf bytes.Buffer
 		cmd.Stderr = &errBuf
 		out, err = cmd.Output()
-		stderr = errBuf.Bytes()
-		if err == nil || !testutil.StraceFailed(strace, stderr) {
-			return dir, start, trace, out, stderr, err
-		}
-		if attempt == 3 {
-			t.Fatalf("EIO at %s #%d: strace failed on its own %d times:\n%s", call, n, attempt, stderr)
-		}
-		t.Logf("EIO at %s #%d: strace failed on its own, running the point again:\n%s", call, n, stderr)
-	}
+		return errBuf.Bytes(), err
+	})
+	return dir, start, trace, out, stderr, err
 }
 
 // ioErrorCalls are the calls TestIOErrorPoints fails. A failure of those in

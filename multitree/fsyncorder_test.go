@@ -617,38 +617,37 @@ type fsoTrace struct {
 
 // fsoRunChild runs case name of TestFsyncOrderChild under strace in dir,
 // whose parent must be a directory of the test's own, and dir (if it
-// exists) an empty one. A run where strace failed on its own
-// (testutil.StraceFailed), whose trace is incomplete, is run again from an
-// empty dir, at most 3 times.
+// exists) an empty one. A run where strace failed on its own, whose trace
+// is incomplete, is run again from an empty dir
+// (testutil.RetryStraceFailures).
 func fsoRunChild(t *testing.T, strace, name, dir string) *fsoTrace {
 	t.Helper()
 	tmp := filepath.Dir(dir)
 	trace := filepath.Join(tmp, "strace.out")
 	markFile := filepath.Join(tmp, "markers")
 	_, statErr := os.Stat(dir)
-	for attempt := 1; ; attempt++ {
+	attempt := 0
+	out, err := testutil.RetryStraceFailures(t, strace, "child "+name, func() ([]byte, error) {
+		if attempt++; attempt > 1 { // from an empty dir again
+			for _, p := range []string{dir, trace, markFile} {
+				if err := os.RemoveAll(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if statErr == nil {
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		cmd := exec.Command(strace, "-f", "-y", "-x", "-s", "64", "-qq", "-o", trace,
 			"-e", "trace="+fsyncOrderCalls,
 			os.Args[0], "-test.run=^TestFsyncOrderChild$", "-test.v")
 		cmd.Env = append(os.Environ(), "MEMIAVL_FSYNCORDER_CASE="+name, "MEMIAVL_FSYNCORDER_DIR="+dir, "MEMIAVL_FSYNCORDER_MARK="+markFile)
-		out, err := cmd.CombinedOutput()
-		if err == nil {
-			break
-		}
-		if !testutil.StraceFailed(strace, out) || attempt == 3 {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
-		t.Logf("strace failed on its own, running the child again: %v\n%s", err, out)
-		for _, p := range []string{dir, trace, markFile} {
-			if err := os.RemoveAll(p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if statErr == nil {
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+		return cmd.CombinedOutput()
+	})
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
 	}
 	if keep := os.Getenv("MEMIAVL_FSYNCORDER_KEEP"); keep != "" {
 		b, _ := os.ReadFile(trace)

@@ -162,34 +162,26 @@ func TestCLICrashPoints(t *testing.T) {
 					}
 					first := 1 + i%step
 					n := first
-					straceFailures := 0
 					for ; ; n += step {
-						dir := filepath.Join(t.TempDir(), "db")
-						op.prepare(t, dir)
+						var dir string
+						// a new database for each run of the point
+						fresh := func() []string {
+							dir = filepath.Join(t.TempDir(), "db")
+							op.prepare(t, dir)
+							return op.args(dir)
+						}
 						where := fmt.Sprintf("killed at %s #%d", call, n)
-						var hit, straceFailed bool
-						var out string
 						if kill {
-							hit, straceFailed = cliKilledAt(t, strace, call, n, op.args(dir))
-						} else {
-							where = fmt.Sprintf("EIO at %s #%d", call, n)
-							hit, out, straceFailed = cliFailedAt(t, strace, call, n, op.args(dir))
-						}
-						if straceFailed {
-							// the same point again, on a fresh directory
-							if straceFailures++; straceFailures == 3 {
-								t.Fatalf("%s: strace failed %d times", where, straceFailures)
+							if !cliKilledAt(t, strace, call, n, fresh) {
+								break
 							}
-							n -= step
-							continue
-						}
-						straceFailures = 0
-						if !hit {
-							break
-						}
-						if kill {
 							kills++
 						} else {
+							where = fmt.Sprintf("EIO at %s #%d", call, n)
+							hit, out := cliFailedAt(t, strace, call, n, fresh)
+							if !hit {
+								break
+							}
 							where += fmt.Sprintf(" (the command printed %q)", out)
 							faults++
 						}
@@ -247,64 +239,62 @@ func TestCLICrashPoints(t *testing.T) {
 // Go runtime dies on a failed write to its poller's eventfd.)
 var cliMustReport = map[string]bool{"fsync": true, "pwrite64": true, "renameat": true, "mkdirat": true}
 
-// cliFailedAt runs the command line args in a child process under strace,
-// failing its nth call of call with EIO, and reports whether the fault was
-// injected (false: the command finished first) and whether strace failed on
-// its own (its exit status hides the command's, and the caller runs the
-// point again). The command must not crash: it exits 0, or 1 with the error
-// (always 1 for a call in cliMustReport).
-func cliFailedAt(t *testing.T, strace, call string, n int, args []string) (hit bool, output string, straceFailed bool) {
+// cliFailedAt runs the command line that fresh prepares (a new database
+// and the arguments) in a child process under strace, failing its nth call
+// of call with EIO, and reports whether the fault was injected (false: the
+// command finished first). A run where strace failed on its own is run
+// again on a new database (testutil.RetryStraceFailures). The command must
+// not crash: it exits 0, or 1 with the error (always 1 for a call in
+// cliMustReport).
+func cliFailedAt(t *testing.T, strace, call string, n int, fresh func() []string) (bool, string) {
 	t.Helper()
-	trace := filepath.Join(t.TempDir(), "strace.out")
-	argv := testutil.FailAt(strace, call, n, trace, os.Args[0], "-test.run=^TestCLIChild$")
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if err != nil && testutil.StraceFailed(strace, out.Bytes()) {
-		t.Logf("memiavl %v (EIO at %s #%d): strace failed: %v\n%s", args, call, n, err, out.Bytes())
-		return false, "", true
-	}
+	var args []string
+	var trace string
+	out, err := testutil.RetryStraceFailures(t, strace, fmt.Sprintf("EIO at %s #%d", call, n), func() ([]byte, error) {
+		args = fresh()
+		trace = filepath.Join(t.TempDir(), "strace.out")
+		argv := testutil.FailAt(strace, call, n, trace, os.Args[0], "-test.run=^TestCLIChild$")
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
+		return cmd.CombinedOutput()
+	})
 	if !testutil.Injected(t, trace) {
 		if err != nil {
-			t.Fatalf("memiavl %v: no fault injected, yet: %v\n%s", args, err, out.Bytes())
+			t.Fatalf("memiavl %v: no fault injected, yet: %v\n%s", args, err, out)
 		}
-		return false, "", false
+		return false, ""
 	}
 	code := exitCode(err)
-	if bytes.Contains(out.Bytes(), []byte("panic:")) || (code != exitOK && code != exitFailure) ||
+	if bytes.Contains(out, []byte("panic:")) || (code != exitOK && code != exitFailure) ||
 		(code == exitOK && cliMustReport[call]) {
 		tr, _ := os.ReadFile(trace)
-		t.Fatalf("memiavl %v with EIO at %s #%d: exit %d\n%s\nstrace:\n%s", args, call, n, code, out.Bytes(), tr)
+		t.Fatalf("memiavl %v with EIO at %s #%d: exit %d\n%s\nstrace:\n%s", args, call, n, code, out, tr)
 	}
-	return true, out.String(), false
+	return true, string(out)
 }
 
-// cliKilledAt runs the command line args in a child process under strace,
-// killing it at the nth call of call, and reports whether it was killed
-// (false: it finished first, successfully) and whether strace failed on
-// its own (the run tells nothing then, and the caller runs it again).
-func cliKilledAt(t *testing.T, strace, call string, n int, args []string) (killed, straceFailed bool) {
+// cliKilledAt runs the command line that fresh prepares in a child process
+// under strace, killing it at the nth call of call, and reports whether it
+// was killed (false: it finished first, successfully). A run where strace
+// failed on its own is run again on a new database
+// (testutil.RetryStraceFailures).
+func cliKilledAt(t *testing.T, strace, call string, n int, fresh func() []string) bool {
 	t.Helper()
-	argv := testutil.KillAt(strace, call, n, os.Args[0], "-test.run=^TestCLIChild$")
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	var args []string
+	out, err := testutil.RetryStraceFailures(t, strace, fmt.Sprintf("crash point %s #%d", call, n), func() ([]byte, error) {
+		args = fresh()
+		argv := testutil.KillAt(strace, call, n, os.Args[0], "-test.run=^TestCLIChild$")
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
+		return cmd.CombinedOutput()
+	})
 	if err == nil {
-		return false, false
+		return false
 	}
-	if testutil.KilledBySIGKILL(err) {
-		return true, false
+	if !testutil.KilledBySIGKILL(err) {
+		t.Fatalf("memiavl %v (crash point %s #%d): %v\n%s", args, call, n, err, out)
 	}
-	if testutil.StraceFailed(strace, out.Bytes()) {
-		t.Logf("memiavl %v (crash point %s #%d): strace failed: %v\n%s", args, call, n, err, out.Bytes())
-		return false, true
-	}
-	t.Fatalf("memiavl %v (crash point %s #%d): %v\n%s", args, call, n, err, out.Bytes())
-	return false, false
+	return true
 }
 
 // dbState opens dir read-only and returns its version and app hash; 0 and

@@ -81,3 +81,24 @@ func StraceFailed(strace string, out []byte) bool {
 	}
 	return false
 }
+
+// RetryStraceFailures calls run, which runs a process under the strace at
+// path strace from a fresh start (a new directory, say) and returns the
+// output that holds strace's diagnostics and the process's error; while
+// strace failed on its own (StraceFailed; a run ended by SIGKILL, the
+// kill KillAt asks for, is taken as it is), which tells nothing about the
+// tracee, it calls run again, at most 3 times in all, and then fails the
+// test. what names the run in the messages.
+func RetryStraceFailures(t testing.TB, strace, what string, run func() ([]byte, error)) ([]byte, error) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		out, err := run()
+		if err == nil || KilledBySIGKILL(err) || !StraceFailed(strace, out) {
+			return out, err
+		}
+		if attempt == 3 {
+			t.Fatalf("%s: strace failed on its own %d times: %v\n%s", what, attempt, err, out)
+		}
+		t.Logf("%s: strace failed on its own, running it again: %v\n%s", what, err, out)
+	}
+}
