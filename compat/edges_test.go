@@ -533,7 +533,7 @@ func TestEdgeLoadOlderVersionReads(t *testing.T) {
 		if err != nil {
 			return "error"
 		}
-		return fmt.Sprintf("%s", b.GetKVStore(p.keys["a"]).Get([]byte("k")))
+		return string(b.GetKVStore(p.keys["a"]).Get([]byte("k")))
 	}
 	for _, h := range []int64{0, 1, 2} {
 		edgeQuery(t, p, types.RequestQuery{Path: "/a/key", Data: []byte("k"), Height: h})

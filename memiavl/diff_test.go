@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand"
-	"sort"
 	"strconv"
 	"testing"
 
@@ -431,13 +430,6 @@ func TestEmptyTree(t *testing.T) {
 	if v, err := tr.Get([]byte("a")); v != nil || err != nil {
 		t.Fatal("Get on empty tree")
 	}
-}
-
-// sortedKeys is used by benchmarks and tests that need a deterministic key set.
-func sortedKeys(keys [][]byte) [][]byte {
-	out := append([][]byte(nil), keys...)
-	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i], out[j]) < 0 })
-	return out
 }
 
 // TestDeferredHashing saves most versions with deferred hashes (as log

@@ -7,7 +7,6 @@ import (
 	"path"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -344,5 +343,3 @@ func (f *memFile) Size() (int64, error) {
 const memDir = "/wal"
 
 func memPath(base int64) string { return memDir + "/" + segmentName(base) }
-
-func isSegmentFile(name string) bool { return strings.HasSuffix(name, segmentExt) }

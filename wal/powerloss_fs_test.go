@@ -200,9 +200,7 @@ func (p *plFS) snapshotLocked(label string) *plState {
 			return s
 		}
 		s := &plNodeState{synced: slices.Clone(n.synced)}
-		for _, v := range p.hist[n] {
-			s.versions = append(s.versions, v) // versions are never mutated
-		}
+		s.versions = append(s.versions, p.hist[n]...) // versions are never mutated
 		st.nodes[n] = s
 		return s
 	}
@@ -214,12 +212,6 @@ func (p *plFS) snapshotLocked(label string) *plState {
 		st.pending = append(st.pending, op)
 	}
 	return st
-}
-
-func (p *plFS) snapshot(label string) *plState {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.snapshotLocked(label)
 }
 
 // plImage is one crash image: file name to contents, and a description.
