@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -462,4 +463,63 @@ func TestMigrateMemIAVLRunningNode(t *testing.T) {
 	}
 	v, h := m.closeRef()
 	migCheck(t, m.dir, v, h)
+}
+
+// doneOnceImported is a context that reports itself done once dir holds a
+// current snapshot pointer: the migration's import of the reference
+// snapshot has finished, and its replay of the reference log has begun.
+type doneOnceImported struct {
+	context.Context
+	dir string
+}
+
+func (c doneOnceImported) Err() error {
+	if _, err := os.Stat(filepath.Join(c.dir, "current")); err == nil {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestMigrateMemIAVLContextStops: a migration whose context is done during
+// the import of the snapshot, or during the replay of the log after it,
+// fails with the context's error and leaves no database (nor the directory
+// it created); rerun with a live context, it lands on the reference's
+// version and app hash.
+func TestMigrateMemIAVLContextStops(t *testing.T) {
+	m := migNewRef(t, 0, []string{"a", "b"}, 4)
+	for i := 0; i < 10; i++ {
+		m.block(20)
+	}
+	v, h := m.closeRef()
+	for _, during := range []string{"import", "replay"} {
+		dir := filepath.Join(t.TempDir(), "new", "ours")
+		var ctx context.Context = doneOnceImported{context.Background(), dir}
+		if during == "import" {
+			c, cancel := context.WithCancel(context.Background())
+			cancel()
+			ctx = c
+		}
+		err := compat.ImportMemIAVLContext(ctx, m.dir, dir, multitree.Options{})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("stopped during the %s: %v, want context.Canceled", during, err)
+		}
+		t.Log(err)
+		if during == "replay" && !strings.Contains(err.Error(), "replay of the reference log stopped") {
+			t.Fatalf("stopped during the replay: %v", err)
+		}
+		if _, err := os.Lstat(filepath.Dir(dir)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("stopped during the %s: left the directories it created: %v", during, err)
+		}
+		if err := compat.ImportMemIAVLContext(context.Background(), m.dir, dir, multitree.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		db, err := multitree.Open(dir, multitree.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db.Version() != v || !bytes.Equal(db.LastCommitInfo().Hash(), h) {
+			t.Fatalf("after the rerun: version %d app hash %X, reference %d %X", db.Version(), db.LastCommitInfo().Hash(), v, h)
+		}
+		db.Close()
+	}
 }

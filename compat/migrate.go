@@ -2,6 +2,7 @@ package compat
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -54,6 +55,13 @@ import (
 // RewriteConcurrency and InitialVersion are used: open the result with
 // multitree.Open and the options of your choice.
 func ImportIAVL(iavlDB dbm.DB, height int64, stores []string, dir string, opts multitree.Options) error {
+	return ImportIAVLContext(context.Background(), iavlDB, height, stores, dir, opts)
+}
+
+// ImportIAVLContext is ImportIAVL, stopped when ctx is done (see
+// multitree.ImportContext): it then fails with an error wrapping ctx.Err()
+// and leaves dir as a failed ImportIAVL does.
+func ImportIAVLContext(ctx context.Context, iavlDB dbm.DB, height int64, stores []string, dir string, opts multitree.Options) error {
 	if height <= 0 {
 		return fmt.Errorf("%w: cannot import height %d", ErrMigrate, height)
 	}
@@ -120,7 +128,7 @@ func ImportIAVL(iavlDB dbm.DB, height int64, stores []string, dir string, opts m
 	// replace a database at version 0 only: the import's own check would
 	// also let one at height be replaced
 	latest, lerr := multitree.LatestVersion(dir)
-	_, err = multitree.Import(dir, height, sources, multitree.ImportOptions{
+	_, err = multitree.ImportContext(ctx, dir, height, sources, multitree.ImportOptions{
 		InitialVersion: opts.InitialVersion,
 		Concurrency:    opts.RewriteConcurrency,
 		Replace:        lerr == nil && latest == 0,
@@ -261,7 +269,15 @@ func (s iavlSource) Next() (*memiavl.ExportNode, error) {
 // options the replay opens the database with (CreateIfMissing, ReadOnly and
 // TargetVersion are ignored); RewriteConcurrency also sets how many trees are
 // imported in parallel.
-func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error) {
+func ImportMemIAVL(refDir string, dir string, opts multitree.Options) error {
+	return ImportMemIAVLContext(context.Background(), refDir, dir, opts)
+}
+
+// ImportMemIAVLContext is ImportMemIAVL, stopped when ctx is done: the
+// import of the snapshot as multitree.ImportContext stops, the replay of the
+// log between versions. It then fails with an error wrapping ctx.Err() and
+// leaves dir as a failed ImportMemIAVL does.
+func ImportMemIAVLContext(ctx context.Context, refDir string, dir string, opts multitree.Options) (err error) {
 	unlock, err := lockRefDir(refDir)
 	if err != nil {
 		return err
@@ -299,7 +315,7 @@ func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error
 	}
 	// replace a database at version 0 only, as ImportIAVL does
 	latest, lerr := multitree.LatestVersion(dir)
-	_, err = multitree.Import(dir, ref.version, sources, multitree.ImportOptions{
+	_, err = multitree.ImportContext(ctx, dir, ref.version, sources, multitree.ImportOptions{
 		InitialVersion: ref.initialVersion,
 		Concurrency:    max(opts.RewriteConcurrency, 0),
 		Replace:        lerr == nil && latest == 0,
@@ -338,7 +354,7 @@ func ImportMemIAVL(refDir string, dir string, opts multitree.Options) (err error
 			}
 		}
 	}()
-	return replayRefWAL(dir, segs, ref.version, ref.initialVersion, opts)
+	return replayRefWAL(ctx, dir, segs, ref.version, ref.initialVersion, opts)
 }
 
 // The reference memiavl's snapshot format (v0.1.0, little-endian):
@@ -798,7 +814,7 @@ func readRefWAL(segs []refSegment, from uint64, fn func(index uint64, data []byt
 
 // replayRefWAL applies the reference log entries after version to the
 // imported database in dir.
-func replayRefWAL(dir string, segs []refSegment, version, initial int64, opts multitree.Options) error {
+func replayRefWAL(ctx context.Context, dir string, segs []refSegment, version, initial int64, opts multitree.Options) error {
 	if len(segs) == 0 {
 		return nil
 	}
@@ -814,6 +830,9 @@ func replayRefWAL(dir string, segs []refSegment, version, initial int64, opts mu
 	}
 	err = readRefWAL(segs, from, func(index uint64, data []byte) error {
 		v := refWALVersion(index, initial)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: replay of the reference log stopped before version %d: %w", ErrMigrate, v, err)
+		}
 		if got := db.WorkingVersion(); got != v {
 			return fmt.Errorf("%w: reference log entry %d is version %d, the database is at working version %d", ErrMigrate, index, v, got)
 		}

@@ -2,14 +2,17 @@ package compat_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"cosmossdk.io/log"
@@ -364,5 +367,77 @@ func TestImportIAVLFromLegacyNodes(t *testing.T) {
 	for _, height := range []int64{legacy, legacy + 5} {
 		dir := migImport(t, ldb, height, multitree.Options{}, hashes[height])
 		migSameAsRootMulti(t, rs, height, dir, append([]string(nil), stores...))
+	}
+}
+
+// cancelingDB cancels a context at its after'th Get: the reads of iavl's
+// exporter reach it while an import runs.
+type cancelingDB struct {
+	dbm.DB
+	gets, after int
+	cancel      context.CancelFunc
+	mu          sync.Mutex
+}
+
+func (d *cancelingDB) Get(key []byte) ([]byte, error) {
+	d.mu.Lock()
+	if d.gets++; d.gets == d.after {
+		d.cancel()
+	}
+	d.mu.Unlock()
+	return d.DB.Get(key)
+}
+
+// TestImportIAVLContextStops: an import from iavl whose context is done
+// while it reads the trees fails with the context's error and leaves no
+// database; a database at version 0 it was to replace stays as it was.
+// Then the import with a live context succeeds.
+func TestImportIAVLContextStops(t *testing.T) {
+	mem := dbm.NewMemDB()
+	c := migBuild(t, mem, 20)
+	for _, existing := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "db")
+		if existing {
+			db, err := multitree.Open(dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"acc"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		src := &cancelingDB{DB: mem, after: 50, cancel: cancel}
+		err := compat.ImportIAVLContext(ctx, src, 20, nil, dir, multitree.Options{})
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("existing %v: stopped import: %v, want context.Canceled", existing, err)
+		}
+		if src.gets < 50 {
+			t.Fatalf("the import read %d nodes, fewer than the cancel point", src.gets)
+		}
+		db, err := multitree.Open(dir, multitree.Options{ReadOnly: true})
+		switch {
+		case existing && err != nil:
+			t.Fatalf("the database at version 0 did not stay: %v", err)
+		case existing:
+			if db.Version() != 0 || !slices.Equal(db.StoreNames(), []string{"acc"}) {
+				t.Fatalf("the database at version 0 changed: version %d, stores %v", db.Version(), db.StoreNames())
+			}
+			db.Close()
+		case !errors.Is(err, multitree.ErrNotFound):
+			t.Fatalf("a stopped import left a database: %v", err)
+		}
+		if err := compat.ImportIAVLContext(context.Background(), mem, 20, nil, dir, multitree.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		db, err = multitree.Open(dir, multitree.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db.Version() != 20 || !bytes.Equal(db.LastCommitInfo().Hash(), c.hashes[20]) {
+			t.Fatalf("after the retry: version %d, app hash %X, want %X", db.Version(), db.LastCommitInfo().Hash(), c.hashes[20])
+		}
+		db.Close()
 	}
 }

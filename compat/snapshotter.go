@@ -206,6 +206,10 @@ func restoreStream(im *multitree.Importer, r protoio.Reader) (_ snapshottypes.Sn
 		if err == io.EOF {
 			return snapshottypes.SnapshotItem{}, stores, finish()
 		}
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			// a reader that stops with its context: not the stream's fault
+			return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("compat: reading state-sync snapshot stream item %d: %w", items, err)
+		}
 		if err != nil {
 			return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
 		}

@@ -1,6 +1,7 @@
 package multitree
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -110,8 +111,21 @@ func (o ImportOptions) validate(version int64) error {
 // sources at a time; when one fails the others stop early.
 // Memory is bounded by the trees' heights: nodes go straight to the
 // snapshot files.
-func Import(dir string, version int64, sources map[string]NodeSource, opts ImportOptions) (_ *storetypes.CommitInfo, err error) {
+func Import(dir string, version int64, sources map[string]NodeSource, opts ImportOptions) (*storetypes.CommitInfo, error) {
+	return ImportContext(context.Background(), dir, version, sources, opts)
+}
+
+// ImportContext is Import, stopped when ctx is done: the stores' imports
+// check ctx between nodes (every 1,024) and before the database is made
+// current, and a stopped import fails with an error wrapping ctx.Err(),
+// leaving what any failed import leaves (no database; a database it was to
+// replace as it was). Once the database is being made current, the import
+// finishes.
+func ImportContext(ctx context.Context, dir string, version int64, sources map[string]NodeSource, opts ImportOptions) (_ *storetypes.CommitInfo, err error) {
 	defer func() { err = asCorrupt(err) }()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("multitree: import stopped: %w", err)
+	}
 	names := make([]string, 0, len(sources))
 	for name, src := range sources {
 		if src == nil {
@@ -147,7 +161,7 @@ func Import(dir string, version int64, sources map[string]NodeSource, opts Impor
 		go func(name string, src NodeSource) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := im.importStore(name, src, &failed); err != nil {
+			if err := im.importStore(ctx, name, src, &failed); err != nil {
 				failed.Store(true)
 				mu.Lock()
 				errs = append(errs, err)
@@ -159,17 +173,25 @@ func Import(dir string, version int64, sources map[string]NodeSource, opts Impor
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("multitree: import stopped: %w", err)
+	}
 	return im.Commit()
 }
 
-func (im *Importer) importStore(name string, src NodeSource, stop *atomic.Bool) error {
+func (im *Importer) importStore(ctx context.Context, name string, src NodeSource, stop *atomic.Bool) error {
 	si, err := im.AddStore(name)
 	if err != nil {
 		return err
 	}
 	for i := 0; ; i++ {
-		if i%4096 == 4095 && stop.Load() {
-			return fmt.Errorf("multitree: import of store %q stopped by another store's failure", name)
+		if i%1024 == 1023 {
+			if stop.Load() {
+				return fmt.Errorf("multitree: import of store %q stopped by another store's failure", name)
+			}
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("multitree: import of store %q stopped: %w", name, err)
+			}
 		}
 		n, err := nextNode(src)
 		if errors.Is(err, memiavl.ErrExportDone) {

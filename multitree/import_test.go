@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 
 	storetypes "cosmossdk.io/store/types"
@@ -769,4 +770,91 @@ func TestImportedVersionIsFirst(t *testing.T) {
 	if _, err := src.ViewAt(4); !errors.Is(err, multitree.ErrVersion) || errors.Is(err, multitree.ErrBeforeFirstVersion) {
 		t.Fatalf("view of 4: %v", err)
 	}
+}
+
+// cancelAfter is a NodeSource of a balanced tree that cancels its context
+// once it has handed out n nodes.
+type cancelAfter struct {
+	sliceSource
+	n      int
+	cancel context.CancelFunc
+}
+
+func (s *cancelAfter) Next() (*memiavl.ExportNode, error) {
+	if s.i == s.n {
+		s.cancel()
+	}
+	return s.sliceSource.Next()
+}
+
+// TestImportContextStops: an import whose context is done stops between
+// nodes, fails with the context's error and leaves what a failed import
+// leaves: no database (and not the directory it created), or the database
+// it was to replace as it was; the same import with a live context then
+// succeeds. A context done before the call creates nothing.
+func TestImportContextStops(t *testing.T) {
+	const leaves = 5000
+	stream := balancedStream(leaves)
+	full := func() map[string]multitree.NodeSource {
+		return map[string]multitree.NodeSource{"a": &sliceSource{nodes: stream}, "b": leafSource("k", "v", 1)}
+	}
+	stopping := func(ctx context.Context) (context.Context, map[string]multitree.NodeSource) {
+		ctx, cancel := context.WithCancel(ctx)
+		return ctx, map[string]multitree.NodeSource{
+			"a": &cancelAfter{sliceSource: sliceSource{nodes: stream}, n: leaves, cancel: cancel},
+			"b": leafSource("k", "v", 1),
+		}
+	}
+
+	t.Run("new directory", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "new", "db")
+		ctx, srcs := stopping(context.Background())
+		if _, err := multitree.ImportContext(ctx, dir, 3, srcs, multitree.ImportOptions{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("stopped import: %v, want context.Canceled", err)
+		}
+		if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a stopped import left the directories it made: %v", err)
+		}
+		info, err := multitree.ImportContext(context.Background(), dir, 3, full(), multitree.ImportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := impOpen(t, dir, multitree.Options{ReadOnly: true})
+		defer db.Close()
+		if !bytes.Equal(db.LastCommitInfo().Hash(), info.Hash()) || db.Version() != 3 {
+			t.Fatalf("after the retry: version %d", db.Version())
+		}
+		if v, _ := db.Get("a", []byte(fmt.Sprintf("key%08d", leaves-1))); string(v) != "value" {
+			t.Fatalf("last key: %q", v)
+		}
+	})
+
+	t.Run("replacing", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "db")
+		impOpen(t, dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"a", "b"}}).Close()
+		ctx, srcs := stopping(context.Background())
+		if _, err := multitree.ImportContext(ctx, dir, 3, srcs, multitree.ImportOptions{Replace: true}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("stopped import: %v, want context.Canceled", err)
+		}
+		if _, err := os.Lstat(dir + ".import.tmp"); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("staging directory left: %v", err)
+		}
+		db := impOpen(t, dir, multitree.Options{})
+		if db.Version() != 0 || !slices.Equal(db.StoreNames(), []string{"a", "b"}) {
+			t.Fatalf("the replaced database changed: version %d, stores %v", db.Version(), db.StoreNames())
+		}
+		db.Close()
+	})
+
+	t.Run("done before", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "db")
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := multitree.ImportContext(ctx, dir, 3, full(), multitree.ImportOptions{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("import with a done context: %v", err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("an import with a done context created its directory: %v", err)
+		}
+	})
 }
