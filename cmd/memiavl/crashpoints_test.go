@@ -73,12 +73,7 @@ func TestCLICrashPoints(t *testing.T) {
 	hash12 := makeIAVLApp(t, iavlParent, 12)
 	appDB := filepath.Join(iavlParent, "application.db")
 	appSum := dirDigest(t, appDB)
-	empty := t.TempDir()
-	if db, err := multitree.Open(empty, multitree.Options{CreateIfMissing: true, InitialStores: []string{"bank"}}); err != nil {
-		t.Fatal(err)
-	} else if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	empty := makeEmptyDB(t)
 
 	ops := []struct {
 		name    string
@@ -295,6 +290,22 @@ func cliKilledAt(t *testing.T, strace, call string, n int, fresh func() []string
 		t.Fatalf("memiavl %v (crash point %s #%d): %v\n%s", args, call, n, err, out)
 	}
 	return true
+}
+
+// makeEmptyDB creates a database with the store bank and nothing
+// committed (version 0, as a node's first start leaves) in a new directory,
+// and returns the directory.
+func makeEmptyDB(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := multitree.Open(dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"bank"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // dbState opens dir read-only and returns its version and app hash; 0 and

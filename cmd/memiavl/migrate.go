@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,11 +48,15 @@ writing, which adds rocksdb's own log and options files to it). <dir>
 must not hold a database, except one with nothing committed (version 0,
 as a node's first start with the store enabled creates), which is
 replaced; nor lie inside the application database. A height above the
-application's latest version is refused.`,
+application's latest version is refused. An interrupt (Ctrl-C, SIGTERM)
+stops the import within a thousand nodes of each tree and exits 1,
+leaving <dir> as a failed import does (once every tree is written the
+import finishes); a second ends it at once, as a kill does, and the next
+import into <dir> removes what it left.`,
 		Example: `  memiavl import-iavl ~/.gaia/data/application.db ~/.gaia/data/memiavl.db`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runImportIAVL(cmd.OutOrStdout(), args[0], args[1], o)
+			return runImportIAVL(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], o)
 		},
 	}
 	f := cmd.Flags()
@@ -62,7 +67,7 @@ application's latest version is refused.`,
 	return cmd
 }
 
-func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
+func runImportIAVL(ctx context.Context, w io.Writer, src, dir string, o importIAVLOptions) error {
 	if o.height < 0 || o.concurrency < 0 {
 		return usagef("--height and --concurrency must not be negative")
 	}
@@ -139,8 +144,10 @@ func runImportIAVL(w io.Writer, src, dir string, o importIAVLOptions) error {
 		}
 	}
 	start := time.Now()
-	if err := compat.ImportIAVL(db, height, o.stores, dir, multitree.Options{RewriteConcurrency: o.concurrency}); err != nil {
-		return err
+	ctx, stop := interruptible(ctx)
+	defer stop()
+	if err := compat.ImportIAVLContext(ctx, db, height, o.stores, dir, multitree.Options{RewriteConcurrency: o.concurrency}); err != nil {
+		return interruptedImport(ctx, dir, err)
 	}
 	return printImported(w, src, dir, start)
 }
@@ -195,7 +202,10 @@ after it. The reference directory is only read; its node must be stopped
 0: a node's first start with this store creates one), which is replaced;
 nor may it lie inside the reference directory. A failed import leaves no
 database (one at version 0 that its replay of the log had replaced is gone
-too: a node's next start creates one). Both stores name their directory memiavl.db in a node's
+too: a node's next start creates one). An interrupt (Ctrl-C, SIGTERM)
+stops it within a thousand nodes of each tree, or between two versions of
+the log's replay, and exits 1, leaving <dir> as a failed import does; a
+second ends it at once, as a kill does. Both stores name their directory memiavl.db in a node's
 home: move the reference's aside first (see the example).`,
 		Example: `  memiavl import-memiavl ~/.cronos/data/memiavl.db ./memiavl.db
   mv ~/.cronos/data/memiavl.db ~/.cronos/data/memiavl.db.ref &&
@@ -223,8 +233,10 @@ home: move the reference's aside first (see the example).`,
 				return fmt.Errorf("%s is a database of this format already, not one of the reference memiavl (its 'current' is a file, not a link): open it as it is, or copy it with 'memiavl export' and 'memiavl import'", args[0])
 			}
 			start := time.Now()
-			if err := compat.ImportMemIAVL(args[0], args[1], multitree.Options{RewriteConcurrency: concurrency, SnapshotInterval: -1}); err != nil {
-				return err
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			if err := compat.ImportMemIAVLContext(ctx, args[0], args[1], multitree.Options{RewriteConcurrency: concurrency, SnapshotInterval: -1}); err != nil {
+				return interruptedImport(ctx, args[1], err)
 			}
 			return printImported(cmd.OutOrStdout(), args[0], args[1], start)
 		},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -113,17 +112,8 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	if err := checkDBDir(dir); err != nil {
 		return err
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(ctx)
 	defer stop()
-	// the first signal stops the work at its next check; a second one
-	// ends the process at once (the default action, once stop ran)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
 	interrupted := func(what string) error {
 		return fmt.Errorf("interrupted %s; no snapshot was written or pruned: %w", what, ctx.Err())
 	}

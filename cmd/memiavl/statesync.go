@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"compress/zlib"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -176,13 +177,16 @@ the system supports it, else two renames that the next open or import
 finishes), and that database is replaced as a whole, versions before
 --height included, with any other files in <dir>. Either way an
 interrupted import leaves <dir> with the database it had (or none) or with
-the new one, and can be rerun.
+the new one, and can be rerun. An interrupt (Ctrl-C, SIGTERM) stops it at
+its next read of the stream and exits 1, leaving what a failed import
+leaves (once the stream is read to its end the import finishes); a second
+ends it at once, as a kill does.
 
 ` + streamFormatHelp,
 		Example: `  memiavl import --height 1200 state-1200.bin ./memiavl.db`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runImport(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], height, stores)
+			return runImport(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], height, stores)
 		},
 	}
 	cmd.Flags().Int64Var(&height, "height", 0, "version of the state in the stream (required)")
@@ -202,14 +206,17 @@ type endChecked struct {
 func (r endChecked) Read(p []byte) (int, error) {
 	n, err := r.zr.Read(p)
 	if err == io.EOF {
-		if _, perr := r.br.Peek(1); perr != io.EOF {
+		switch _, perr := r.br.Peek(1); {
+		case perr == nil:
 			return n, errors.New("bytes after the end of the compressed stream")
+		case perr != io.EOF:
+			return n, perr // the file could not be read to its end
 		}
 	}
 	return n, err
 }
 
-func runImport(w, diag io.Writer, file, dir string, height int64, stores []string) error {
+func runImport(ctx context.Context, w, diag io.Writer, file, dir string, height int64, stores []string) error {
 	if height <= 0 {
 		return usagef("--height is required and must be positive")
 	}
@@ -226,7 +233,10 @@ func runImport(w, diag io.Writer, file, dir string, height int64, stores []strin
 	}
 	defer f.Close()
 	start := time.Now()
-	br := bufio.NewReaderSize(f, 1<<20)
+	ctx, stop := interruptible(ctx)
+	defer stop()
+	// a signal fails the next read of the stream, and the restore with it
+	br := bufio.NewReaderSize(ctxReader{ctx, f}, 1<<20)
 	zr, err := zlib.NewReader(br)
 	if err != nil {
 		return fmt.Errorf("%s is not a state-sync stream file: %w", file, err)
@@ -238,7 +248,7 @@ func runImport(w, diag io.Writer, file, dir string, height int64, stores []strin
 		return usageError{err} // the options come from --stores
 	}
 	if err != nil {
-		return err
+		return interruptedImport(ctx, dir, err)
 	}
 	if next.Item != nil {
 		fmt.Fprintf(diag, "import: the stream goes on with an item of type %T after the stores; it was ignored\n", next.Item)

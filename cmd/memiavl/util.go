@@ -1,20 +1,61 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
+
+// interruptible returns ctx (context.Background() if nil), done at the
+// first SIGINT or SIGTERM: the work stops at its next check. A second
+// signal ends the process at once (the signal's default action, restored
+// after the first). stop releases the signals.
+func interruptible(ctx context.Context) (_ context.Context, stop context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
+}
+
+// interruptedImport is the error of an import that a signal stopped: what
+// a failed import leaves, which each command's help tells.
+func interruptedImport(ctx context.Context, dir string, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("interrupted; nothing was imported into %s (rerun the command to import): %w", dir, err)
+}
+
+// ctxReader reads from r until ctx is done, and then fails with ctx's error.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
 
 // Names of the directory layout (see multitree/format.go).
 const (

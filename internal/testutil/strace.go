@@ -35,6 +35,16 @@ func KillAt(strace, call string, n int, argv ...string) []string {
 		"-e", fmt.Sprintf("inject=%s:error=EIO:signal=KILL:when=%d", call, n)}, argv...)
 }
 
+// SignalAt returns the strace arguments that run argv and send it the
+// signal sig (a name such as "INT") once, on entering the first call of the
+// system call call on path (such as the mkdirat that creates it), which
+// then runs as usual. (The calls are counted per thread: with a call made
+// by several threads, each would get the signal; the path picks one.)
+func SignalAt(strace, call, path, sig string, argv ...string) []string {
+	return append([]string{strace, "-f", "-qq", "-o", "/dev/null", "-P", path, "-e", "trace=" + call,
+		"-e", fmt.Sprintf("inject=%s:signal=%s:when=1", call, sig)}, argv...)
+}
+
 // KilledBySIGKILL reports whether err, from running a process under
 // strace, says it was killed by SIGKILL (strace ends by the same signal as
 // its tracee, or exits 128+9).

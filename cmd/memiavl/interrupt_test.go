@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+)
+
+// TestImportInterrupted sends SIGINT to import and import-iavl as they
+// create the directory they write the database in (strace injects it at
+// that mkdirat, before any tree is written: the database's directory, or
+// the staging directory beside one they replace): each must stop, exit 1 saying it was
+// interrupted, and leave what a failed import leaves (no database, or the
+// database at version 0 it was to replace); run again, it imports. A
+// signal handled only after the import's last check lets it finish: such
+// a run is tried again, up to 3 times. Skipped where strace is not
+// installed.
+func TestImportInterrupted(t *testing.T) {
+	if os.Getenv("MEMIAVL_CLI_CHILD_ARGS") != "" {
+		t.Skip("child")
+	}
+	strace := testutil.Strace(t)
+	src := t.TempDir()
+	hash30 := makeDB(t, src, 0.02, 30)
+	stream := filepath.Join(t.TempDir(), "stream.bin")
+	mustCLI(t, "export", src, stream)
+	iavlParent := t.TempDir()
+	hash12 := makeIAVLApp(t, iavlParent, 12)
+	appDB := filepath.Join(iavlParent, "application.db")
+	empty := makeEmptyDB(t)
+
+	ops := []struct {
+		name    string
+		prepare func(dir string)
+		args    func(dir string) []string
+		before  int64 // dbState before the import: 0 none, -1 at version 0 (replaced through a staging directory)
+		version int64
+		hash    string
+	}{
+		{"import", func(string) {}, func(dir string) []string { return []string{"import", "--height", "30", stream, dir} }, 0, 30, hash30},
+		{"import over an empty database", func(dir string) { copyDir(t, empty, dir) },
+			func(dir string) []string { return []string{"import", "--height", "30", stream, dir} }, -1, 30, hash30},
+		{"import-iavl", func(string) {}, func(dir string) []string { return []string{"import-iavl", appDB, dir} }, 0, 12, hash12},
+		{"import-iavl over an empty database", func(dir string) { copyDir(t, empty, dir) },
+			func(dir string) []string { return []string{"import-iavl", appDB, dir} }, -1, 12, hash12},
+	}
+	for _, op := range ops {
+		t.Run(op.name, func(t *testing.T) {
+			for attempt := 1; ; attempt++ {
+				var dir string
+				var args []string
+				out, err := testutil.RetryStraceFailures(t, strace, "SIGINT at mkdirat", func() ([]byte, error) {
+					dir = filepath.Join(t.TempDir(), "db")
+					op.prepare(dir)
+					args = op.args(dir)
+					target := dir
+					if op.before == -1 {
+						target = dir + ".import.tmp"
+					}
+					argv := testutil.SignalAt(strace, "mkdirat", target, "INT", os.Args[0], "-test.run=^TestCLIChild$")
+					cmd := exec.Command(argv[0], argv[1:]...)
+					cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
+					return cmd.CombinedOutput()
+				})
+				v, hash := dbState(t, dir)
+				if err == nil {
+					// the signal came after the import's last check
+					if v != op.version || hash != op.hash {
+						t.Fatalf("memiavl %v finished at version %d, app hash %s\n%s", args, v, hash, out)
+					}
+					if attempt == 3 {
+						t.Fatalf("memiavl %v: in %d runs, the interrupt never stopped the import\n%s", args, attempt, out)
+					}
+					continue
+				}
+				if code := exitCode(err); code != exitFailure || !bytes.Contains(out, []byte("interrupted; nothing was imported")) {
+					t.Fatalf("memiavl %v interrupted: exit %d, want %d and the interruption reported\n%s", args, code, exitFailure, out)
+				}
+				if v != op.before {
+					t.Fatalf("memiavl %v interrupted: the database is at version %d, want %d (-1: version 0, 0: none)\n%s", args, v, op.before, out)
+				}
+				if _, err := os.Lstat(dir + ".import.tmp"); err == nil {
+					t.Fatalf("memiavl %v interrupted: left its staging directory", args)
+				}
+				t.Logf("attempt %d: %s", attempt, bytes.TrimSpace(out))
+				mustCLI(t, args...)
+				if v, hash := dbState(t, dir); v != op.version || hash != op.hash {
+					t.Fatalf("memiavl %v rerun: version %d, app hash %s", args, v, hash)
+				}
+				return
+			}
+		})
+	}
+}
