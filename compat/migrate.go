@@ -265,7 +265,11 @@ func (s iavlSource) Next() (*memiavl.ExportNode, error) {
 // 0), which is replaced, as ImportIAVL replaces one. A failed import of the
 // snapshot leaves dir as it was; a failed replay of the log leaves no
 // database in dir, also where it replaced one at version 0 (a node's next
-// start with the store enabled creates one again). opts are the
+// start with the store enabled creates one again). A process killed during
+// the replay leaves a database at a version between the snapshot's and
+// the reference's latest (each replayed version is committed as a node
+// commits it), which a rerun refuses with ErrExists: remove it first
+// (multitree.RemoveDatabase). opts are the
 // options the replay opens the database with (CreateIfMissing, ReadOnly and
 // TargetVersion are ignored); RewriteConcurrency also sets how many trees are
 // imported in parallel.

@@ -205,7 +205,11 @@ database (one at version 0 that its replay of the log had replaced is gone
 too: a node's next start creates one). An interrupt (Ctrl-C, SIGTERM)
 stops it within a thousand nodes of each tree, or between two versions of
 the log's replay, and exits 1, leaving <dir> as a failed import does; a
-second ends it at once, as a kill does. Both stores name their directory memiavl.db in a node's
+second ends it at once, as a kill does. A kill (or crash) during the
+import of the snapshot leaves what the next import into <dir> removes; one
+during the replay leaves a database at a version between the reference
+snapshot's and the reference's latest, whole but behind, which a rerun
+refuses: remove <dir> and run it again. Both stores name their directory memiavl.db in a node's
 home: move the reference's aside first (see the example).`,
 		Example: `  memiavl import-memiavl ~/.cronos/data/memiavl.db ./memiavl.db
   mv ~/.cronos/data/memiavl.db ~/.cronos/data/memiavl.db.ref &&
