@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"compress/zlib"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,5 +99,47 @@ func TestImportInterrupted(t *testing.T) {
 				return
 			}
 		})
+	}
+}
+
+// failingReader fails every read with err.
+type failingReader struct{ err error }
+
+func (r failingReader) Read([]byte) (int, error) { return 0, r.err }
+
+// TestEndChecked: the stream import's reader ends cleanly at the end of the
+// compressed stream when the file ends there, fails on bytes after it, and
+// passes on an error reading the file after it (an interrupt's, an I/O
+// error) as that error, not as bytes after the end.
+func TestEndChecked(t *testing.T) {
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	if _, err := zw.Write([]byte("payload")); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eio := errors.New("read error")
+	for name, c := range map[string]struct {
+		after io.Reader
+		want  string
+	}{
+		"clean end":        {bytes.NewReader(nil), ""},
+		"bytes after":      {bytes.NewReader([]byte{0}), "bytes after the end of the compressed stream"},
+		"read error after": {failingReader{eio}, eio.Error()},
+	} {
+		br := bufio.NewReader(io.MultiReader(bytes.NewReader(z.Bytes()), c.after))
+		zr, err := zlib.NewReader(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(endChecked{zr, br})
+		if string(got) != "payload" {
+			t.Fatalf("%s: read %q", name, got)
+		}
+		if c.want == "" && err != nil || c.want != "" && (err == nil || err.Error() != c.want) {
+			t.Fatalf("%s: error %v, want %q", name, err, c.want)
+		}
 	}
 }
