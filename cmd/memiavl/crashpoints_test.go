@@ -248,10 +248,7 @@ func cliFailedAt(t *testing.T, strace, call string, n int, fresh func() []string
 	out, err := testutil.RetryStraceFailures(t, strace, fmt.Sprintf("EIO at %s #%d", call, n), func() ([]byte, error) {
 		args = fresh()
 		trace = filepath.Join(t.TempDir(), "strace.out")
-		argv := testutil.FailAt(strace, call, n, trace, os.Args[0], "-test.run=^TestCLIChild$")
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
-		return cmd.CombinedOutput()
+		return runCLIChild(args, func(argv ...string) []string { return testutil.FailAt(strace, call, n, trace, argv...) })
 	})
 	if !testutil.Injected(t, trace) {
 		if err != nil {
@@ -268,6 +265,16 @@ func cliFailedAt(t *testing.T, strace, call string, n int, fresh func() []string
 	return true, string(out)
 }
 
+// runCLIChild runs the command line args in a child process (this test
+// binary's TestCLIChild) under the command that wrap makes of the child's
+// argv (strace's arguments, say), and returns its combined output.
+func runCLIChild(args []string, wrap func(argv ...string) []string) ([]byte, error) {
+	argv := wrap(os.Args[0], "-test.run=^TestCLIChild$")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
+	return cmd.CombinedOutput()
+}
+
 // cliKilledAt runs the command line that fresh prepares in a child process
 // under strace, killing it at the nth call of call, and reports whether it
 // was killed (false: it finished first, successfully). A run where strace
@@ -278,10 +285,7 @@ func cliKilledAt(t *testing.T, strace, call string, n int, fresh func() []string
 	var args []string
 	out, err := testutil.RetryStraceFailures(t, strace, fmt.Sprintf("crash point %s #%d", call, n), func() ([]byte, error) {
 		args = fresh()
-		argv := testutil.KillAt(strace, call, n, os.Args[0], "-test.run=^TestCLIChild$")
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
-		return cmd.CombinedOutput()
+		return runCLIChild(args, func(argv ...string) []string { return testutil.KillAt(strace, call, n, argv...) })
 	})
 	if err == nil {
 		return false

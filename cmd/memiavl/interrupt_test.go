@@ -7,9 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
@@ -66,10 +64,9 @@ func TestImportInterrupted(t *testing.T) {
 					if op.before == -1 {
 						target = dir + ".import.tmp"
 					}
-					argv := testutil.SignalAt(strace, "mkdirat", target, "INT", os.Args[0], "-test.run=^TestCLIChild$")
-					cmd := exec.Command(argv[0], argv[1:]...)
-					cmd.Env = append(os.Environ(), "MEMIAVL_CLI_CHILD_ARGS="+strings.Join(args, "\n"))
-					return cmd.CombinedOutput()
+					return runCLIChild(args, func(argv ...string) []string {
+						return testutil.SignalAt(strace, "mkdirat", target, "INT", argv...)
+					})
 				})
 				v, hash := dbState(t, dir)
 				if err == nil {
