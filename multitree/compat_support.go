@@ -57,7 +57,9 @@ func (v *View) Unpin() {
 // a database has version 0, unless an import was interrupted while it
 // swapped a database in: then it is the version of the database the next
 // writable Open moves in (see ImportOptions.Replace). A directory that lost
-// its current pointer, which Open refuses, fails with ErrCorrupt.
+// its current pointer, which Open refuses, fails with ErrCorrupt, and one
+// holding an unfinished import (see ImportOptions.Finish) with
+// ErrUnfinishedImport.
 //
 // A writer that switches snapshots or rolls back meanwhile makes it read
 // again, up to besideWriterAttempts times, then fail with ErrBusy: the
@@ -101,6 +103,11 @@ func latestVersionOnce(dir string) (int64, error) {
 			return 0, refuseOrphaned(dir)
 		}
 		return 0, err
+	}
+	if unfinished, err := unfinishedImport(dir); err != nil {
+		return 0, err
+	} else if unfinished {
+		return 0, fmt.Errorf("%w: %s", ErrUnfinishedImport, dir)
 	}
 	pending, err := readRollback(dir)
 	if err != nil {

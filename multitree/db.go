@@ -37,7 +37,10 @@ type DB struct {
 	dir  string
 	opts Options
 	lock *os.File
-	log  *wal.Log
+	// lockBorrowed: lock is an importer's (Options.importLock), which
+	// Close leaves locked
+	lockBorrowed bool
+	log          *wal.Log
 
 	// state is the last committed version, published for readers.
 	state atomic.Pointer[state]
@@ -226,11 +229,18 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			}
 			db.releaseAll()
 			db.stopUnmapper()
-			_ = unlockDir(db.lock)
+			if !db.lockBorrowed {
+				_ = unlockDir(db.lock)
+			}
 		}
 	}()
 
-	if !opts.ReadOnly {
+	if opts.importLock != nil {
+		if opts.ReadOnly {
+			return nil, fmt.Errorf("%w: an import's database opened read-only", ErrInvalidOptions)
+		}
+		db.lock, db.lockBorrowed = opts.importLock, true
+	} else if !opts.ReadOnly {
 		// an import interrupted while it swapped in a database
 		if err := finishSwap(dir); err != nil {
 			return nil, err
@@ -239,6 +249,14 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	exists, err := hasDatabase(dir)
 	if err != nil {
 		return nil, err
+	}
+	if exists && !db.lockBorrowed {
+		if unfinished, err := unfinishedImport(dir); err != nil {
+			return nil, err
+		} else if unfinished {
+			return nil, fmt.Errorf("%w: %s holds the database of an import that was interrupted before it finished (its %s file says so): import again, or remove it (RemoveDatabase)",
+				ErrUnfinishedImport, dir, importFileName)
+		}
 	}
 	if !exists {
 		if !opts.CreateIfMissing {
@@ -295,15 +313,18 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if err := syncDir(dir); err != nil {
 			return nil, err
 		}
-		// the marker of an import stopped after it wrote current
-		if err := removeImportMarker(dir); err != nil {
-			return nil, err
+		if !db.lockBorrowed {
+			// the marker of an import stopped after it wrote current
+			if err := removeImportMarker(dir); err != nil {
+				return nil, err
+			}
+			// what an interrupted import that was to replace this
+			// database staged beside it (an import at work there holds
+			// the lock on dir, which this writer now has); best effort,
+			// as the import that next replaces the database removes it
+			// too
+			_ = removeStaging(besidePath(dir, stagingSuffix))
 		}
-		// what an interrupted import that was to replace this database
-		// staged beside it (an import at work there holds the lock on
-		// dir, which this writer now has); best effort, as the import
-		// that next replaces the database removes it too
-		_ = removeStaging(besidePath(dir, stagingSuffix))
 	}
 
 	if opts.ReadOnly {
@@ -1812,7 +1833,9 @@ func (db *DB) Close() error {
 	}
 	db.releaseAll()
 	db.stopUnmapper()
-	errs = append(errs, unlockDir(db.lock))
+	if !db.lockBorrowed {
+		errs = append(errs, unlockDir(db.lock))
+	}
 	db.lock = nil
 	return errors.Join(errs...)
 }

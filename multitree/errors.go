@@ -64,6 +64,12 @@ var (
 	// ErrExists is returned by Import and NewImporter when the directory already
 	// holds a database that may not be replaced.
 	ErrExists = errors.New("multitree: database already exists")
+
+	// ErrUnfinishedImport is returned by Open for a directory holding the
+	// database of an import with a Finish step (ImportOptions.Finish) that
+	// was interrupted before that step completed: it is not the import's
+	// result. An import into the directory, or RemoveDatabase, removes it.
+	ErrUnfinishedImport = errors.New("multitree: an import into the directory did not finish")
 )
 
 // asCorrupt makes damage met by a tree, a snapshot or the log (their

@@ -1,6 +1,7 @@
 package multitree
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -407,11 +408,31 @@ func refuseOrphaned(dir string) error {
 
 // writeImportMarker makes the import marker of dir (see importFileName)
 // exist, durably: an empty file, so that it can be made on a full disk,
-// where giving a database up must still work.
-func writeImportMarker(dir string) error {
+// where giving a database up must still work. An existing marker keeps its
+// content.
+func writeImportMarker(dir string) error { return writeMarker(dir, nil) }
+
+// finishingMarker is the content of the import marker of an import with a
+// Finish step (see ImportOptions.Finish): until the marker is removed, the
+// database it wrote is not the import's result, and Open refuses it
+// (ErrUnfinishedImport). An empty marker, with current written, is an
+// import stopped after it completed, whose database stands.
+var finishingMarker = []byte("finishing\n")
+
+// writeMarker makes the import marker of dir with the given content,
+// durably (an existing one keeps its content when content is nil).
+func writeMarker(dir string, content []byte) error {
 	path := filepath.Join(dir, importFileName)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
+	flags := os.O_CREATE | os.O_WRONLY
+	if content != nil {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
 	if err != nil {
+		return err
+	}
+	if _, err := f.Write(content); err != nil {
+		f.Close()
 		return err
 	}
 	if err := f.Sync(); err != nil {
@@ -422,6 +443,19 @@ func writeImportMarker(dir string) error {
 		return err
 	}
 	return syncDir(dir)
+}
+
+// unfinishedImport reports whether dir holds the marker of an import whose
+// Finish step has not completed (see finishingMarker).
+func unfinishedImport(dir string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, importFileName))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return bytes.Equal(b, finishingMarker), nil
 }
 
 // removeImportMarker removes the import marker of dir (see

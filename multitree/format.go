@@ -44,6 +44,16 @@ import (
 // snapshots. A writer Open of a database with "current" removes an
 // "import" left by an import stopped after writing "current".
 //
+// An import with a last step that commits versions on the imported
+// database before it is complete (ImportOptions.Finish) writes "import"
+// with the content "finishing\n" (10 bytes) instead, and removes it once
+// that step has ended and the database is closed. Every Open and
+// LatestVersion refuse a directory with "current" and such an "import"
+// (ErrUnfinishedImport): the database there is not the import's result.
+// The next import into the directory, and RemoveDatabase, give it up.
+// (Builds before this content existed take it for an import stopped after
+// writing "current".)
+//
 // The "first" file (little-endian):
 //
 //	0       4     magic 0x4D545346 ("FSTM" on disk)

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash/crc32"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -134,4 +136,36 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFinishingMarkerPinned pins the content of the import marker of an
+// import with a Finish step, which Open reads to refuse the directory.
+func TestFinishingMarkerPinned(t *testing.T) {
+	if string(finishingMarker) != "finishing\n" {
+		t.Fatalf("the finishing marker is %q, pinned %q", finishingMarker, "finishing\n")
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		content []byte
+		want    bool
+	}{{nil, false}, {[]byte{}, false}, {[]byte("finishing\n"), true}, {[]byte("finishing"), false}} {
+		_ = os.Remove(filepath.Join(dir, importFileName))
+		if err := writeMarker(dir, c.content); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := unfinishedImport(dir); err != nil || got != c.want {
+			t.Errorf("marker %q: unfinished %v %v, want %v", c.content, got, err, c.want)
+		}
+	}
+	// giving a database up keeps an existing marker's content until it
+	// removes the marker
+	if err := writeMarker(dir, finishingMarker); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeImportMarker(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := unfinishedImport(dir); !got {
+		t.Error("writeImportMarker changed the content of the finishing marker")
+	}
 }

@@ -64,6 +64,29 @@ type ImportOptions struct {
 	// current: an error aborts the import (the caller compares the root
 	// hashes with those it expects, for instance).
 	Check func(info *storetypes.CommitInfo) error
+	// Finish, when set, is a last step of the import: once the imported
+	// version is complete and durable, the database is opened for writing
+	// with FinishOptions (their CreateIfMissing, InitialStores, ReadOnly,
+	// TargetVersion and Rollback are ignored) and handed to Finish, which
+	// may commit versions after the imported one; it is then closed
+	// (which makes the log durable, whatever its sync policy). The import
+	// is complete only once Finish has returned nil and the database has
+	// closed without error: a failure of either fails the import, which
+	// leaves what a failed import leaves, and so does a process killed
+	// during Finish (the next Open of dir fails with ErrUnfinishedImport
+	// until an import into dir, or RemoveDatabase, removes what it left).
+	// The import still returns the commit info of the imported version.
+	Finish        func(db *DB) error
+	FinishOptions Options
+}
+
+// finishOptions returns the options Finish's database is opened with,
+// under the importer's lock.
+func (o ImportOptions) finishOptions(lock *os.File) Options {
+	fo := o.FinishOptions
+	fo.CreateIfMissing, fo.InitialStores, fo.ReadOnly, fo.TargetVersion, fo.Rollback = false, nil, false, 0, false
+	fo.importLock = lock
+	return fo
 }
 
 func (o ImportOptions) validate(version int64) error {
@@ -77,6 +100,11 @@ func (o ImportOptions) validate(version int64) error {
 		return bad("negative InitialVersion %d", o.InitialVersion)
 	case o.Concurrency < 0:
 		return bad("negative Concurrency %d", o.Concurrency)
+	}
+	if o.Finish != nil {
+		if _, err := o.finishOptions(nil).withDefaults(); err != nil {
+			return fmt.Errorf("FinishOptions: %w", err)
+		}
 	}
 	seen := map[string]bool{}
 	for _, s := range o.Stores {
@@ -280,6 +308,9 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 	if err := finishSwap(dir); err != nil {
 		return nil, err
 	}
+	if err := clearUnfinished(dir); err != nil {
+		return nil, err
+	}
 	staging := besidePath(dir, stagingSuffix)
 	exists, err := hasDatabase(dir)
 	if err != nil {
@@ -348,8 +379,13 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 			return nil, err
 		}
 	}
-	// before anything of the database: see importFileName
-	if err := writeImportMarker(im.target); err != nil {
+	// before anything of the database: see importFileName (and
+	// finishingMarker)
+	var marker []byte
+	if opts.Finish != nil {
+		marker = finishingMarker
+	}
+	if err := writeMarker(im.target, marker); err != nil {
 		return nil, err
 	}
 	im.tmpSnap = filepath.Join(im.target, snapshotDirName(version)+tmpSuffix)
@@ -357,6 +393,24 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 		return nil, err
 	}
 	return im, nil
+}
+
+// clearUnfinished removes from dir the database of an import interrupted
+// during its Finish step (see ErrUnfinishedImport), under the writer's
+// lock: an import at work there holds it (ErrLocked).
+func clearUnfinished(dir string) error {
+	if unfinished, err := unfinishedImport(dir); err != nil || !unfinished {
+		return err
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlockDir(lock)
+	if unfinished, err := unfinishedImport(dir); err != nil || !unfinished {
+		return err
+	}
+	return giveUp(dir)
 }
 
 // removeStaging removes what a failed import left in the staging directory
@@ -646,6 +700,11 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	if im.opts.Finish != nil {
+		if err := im.finish(); err != nil {
+			return nil, err
+		}
+	}
 	// last: until now a failure gives the database up (see abort)
 	if err := removeImportMarker(im.target); err != nil {
 		return nil, err
@@ -658,6 +717,20 @@ func (im *Importer) commitLocked() (*storetypes.CommitInfo, error) {
 	_ = unlockDir(im.lock)
 	im.lock = nil
 	return info, nil
+}
+
+// finish runs the Finish step on the database written in the target
+// directory, opened under the importer's lock.
+func (im *Importer) finish() error {
+	db, err := Open(im.target, im.opts.finishOptions(im.lock))
+	if err != nil {
+		return err
+	}
+	err = im.opts.Finish(db)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // swap replaces the database in dir with the staged one. Where the file
@@ -793,6 +866,14 @@ func finishSwap(dir string) error {
 			defer unlockDir(lock)
 			if whole, err = hasDatabase(staged); err != nil {
 				return err
+			}
+			if whole {
+				// (its marker is removed before the swap starts)
+				unfinished, err := unfinishedImport(staged)
+				if err != nil {
+					return err
+				}
+				whole = !unfinished
 			}
 		}
 		from := staged

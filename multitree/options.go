@@ -2,6 +2,7 @@ package multitree
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
@@ -155,6 +156,12 @@ type Options struct {
 	// ViewCacheSize is how many historical views ViewAt keeps open. 0
 	// means DefaultViewCacheSize; negative disables the cache.
 	ViewCacheSize int
+
+	// importLock, set by an importer opening the database it wrote for
+	// its Finish step, is the writer's lock on dir, which the importer
+	// holds: the open uses it (and Close leaves it locked), leaves the
+	// import marker, and opens the unfinished import.
+	importLock *os.File
 }
 
 func (o Options) withDefaults() (Options, error) {
