@@ -262,14 +262,15 @@ func (s iavlSource) Next() (*memiavl.ExportNode, error) {
 // ErrMigrate (and a node started meanwhile fail to lock its directory).
 //
 // dir must not hold a database, except one with nothing committed (version
-// 0), which is replaced, as ImportIAVL replaces one. A failed import of the
-// snapshot leaves dir as it was; a failed replay of the log leaves no
-// database in dir, also where it replaced one at version 0 (a node's next
-// start with the store enabled creates one again). A process killed during
-// the replay leaves a database at a version between the snapshot's and
-// the reference's latest (each replayed version is committed as a node
-// commits it), which a rerun refuses with ErrExists: remove it first
-// (multitree.RemoveDatabase). opts are the
+// 0), which is replaced, as ImportIAVL replaces one. The replay of the log
+// is the import's last step (multitree.ImportOptions.Finish): the import is
+// all or nothing. A failed import, in the snapshot or in the replay, leaves
+// dir as it was (a database at version 0 it was to replace included); a
+// process killed during the import leaves at most what the next import
+// into dir removes: killed during the replay of an import into a directory
+// without a database, a database that is not the import's result, which
+// Open refuses with multitree.ErrUnfinishedImport until a rerun (or
+// multitree.RemoveDatabase) removes it. opts are the
 // options the replay opens the database with (CreateIfMissing, ReadOnly and
 // TargetVersion are ignored); RewriteConcurrency also sets how many trees are
 // imported in parallel.
@@ -306,20 +307,9 @@ func ImportMemIAVLContext(ctx context.Context, refDir string, dir string, opts m
 	for name, t := range ref.trees {
 		sources[name] = &refTreeSource{t: t}
 	}
-	// the directories the import creates: dir and its missing parents,
-	// up to createdTop
-	_, statErr := os.Lstat(dir)
-	created := errors.Is(statErr, fs.ErrNotExist)
-	createdTop := filepath.Clean(dir)
-	for d := filepath.Dir(createdTop); created && d != createdTop; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-		createdTop = d
-	}
 	// replace a database at version 0 only, as ImportIAVL does
 	latest, lerr := multitree.LatestVersion(dir)
-	_, err = multitree.ImportContext(ctx, dir, ref.version, sources, multitree.ImportOptions{
+	iopts := multitree.ImportOptions{
 		InitialVersion: ref.initialVersion,
 		Concurrency:    max(opts.RewriteConcurrency, 0),
 		Replace:        lerr == nil && latest == 0,
@@ -336,29 +326,19 @@ func ImportMemIAVLContext(ctx context.Context, refDir string, dir string, opts m
 			}
 			return checkImported(info, want, ref.info, true)
 		},
-	})
-	ref.close()
-	if err != nil {
-		return migrateErr(err)
 	}
-	defer func() {
-		if err != nil {
-			if rerr := multitree.RemoveDatabase(dir); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("removing the database the failed migration began: %w", rerr))
-			} else if created {
-				// as a failed import does: the directory it created goes
-				// too, with the lock file RemoveDatabase leaves (no other
-				// process had a reason to open it)
-				_ = os.Remove(filepath.Join(dir, "LOCK")) // the database's lock file
-				for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-					if os.Remove(d) != nil || d == createdTop {
-						break
-					}
-				}
-			}
+	if len(segs) > 0 {
+		// the replay of the log is the import's last step: until it
+		// has committed the reference's latest version, the database
+		// is not the import's result
+		iopts.FinishOptions = opts
+		iopts.Finish = func(db *multitree.DB) error {
+			ref.close() // the snapshot is imported
+			return replayRefWAL(ctx, db, segs, ref.version, ref.initialVersion)
 		}
-	}()
-	return replayRefWAL(ctx, dir, segs, ref.version, ref.initialVersion, opts)
+	}
+	_, err = multitree.ImportContext(ctx, dir, ref.version, sources, iopts)
+	return migrateErr(err)
 }
 
 // The reference memiavl's snapshot format (v0.1.0, little-endian):
@@ -816,23 +796,14 @@ func readRefWAL(segs []refSegment, from uint64, fn func(index uint64, data []byt
 	return nil
 }
 
-// replayRefWAL applies the reference log entries after version to the
-// imported database in dir.
-func replayRefWAL(ctx context.Context, dir string, segs []refSegment, version, initial int64, opts multitree.Options) error {
-	if len(segs) == 0 {
-		return nil
-	}
+// replayRefWAL applies the reference log entries after version to db, the
+// database imported at version, committing one version per entry.
+func replayRefWAL(ctx context.Context, db *multitree.DB, segs []refSegment, version, initial int64) error {
 	from := uint64(1) // the entries of a snapshot at version 0 start at index 1
 	if version > 0 {
 		from = refWALIndex(version, initial) + 1
 	}
-	opts.CreateIfMissing, opts.ReadOnly, opts.TargetVersion, opts.Rollback = false, false, 0, false
-	opts.InitialStores = nil
-	db, err := multitree.Open(dir, opts)
-	if err != nil {
-		return err
-	}
-	err = readRefWAL(segs, from, func(index uint64, data []byte) error {
+	return readRefWAL(segs, from, func(index uint64, data []byte) error {
 		v := refWALVersion(index, initial)
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%w: replay of the reference log stopped before version %d: %w", ErrMigrate, v, err)
@@ -855,10 +826,6 @@ func replayRefWAL(ctx context.Context, dir string, segs []refSegment, version, i
 		}
 		return nil
 	})
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // decodeRefWALEntry decodes WALEntry{1: repeated NamedChangeSet, 2: repeated

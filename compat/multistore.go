@@ -695,7 +695,7 @@ func (s *MultiStore) LastCommitID() types.CommitID {
 		return cloneCommitID(*id)
 	}
 	v, err := multitree.LatestVersion(s.dir)
-	if errors.Is(err, multitree.ErrCorrupt) {
+	if errors.Is(err, multitree.ErrCorrupt) || errors.Is(err, multitree.ErrUnfinishedImport) {
 		// a directory the load refuses, with that error (the SDK's
 		// upgrade store loader asks before it loads)
 		return types.CommitID{Hash: emptyAppHash()}

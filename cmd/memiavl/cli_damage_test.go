@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
 
 // runChecked runs the built binary and returns its exit code and output, failing
@@ -146,7 +148,7 @@ func TestCLIDamageSweep(t *testing.T) {
 			if err := c.damage(dir); err != nil {
 				t.Fatal(err)
 			}
-			before := dirDigest(t, dir)
+			before := testutil.DirDigest(t, dir)
 			for _, args := range [][]string{{"verify", dir}, {"verify", "--json", dir}, {"dump", dir}, {"dump", "--json", dir},
 				{"dump", "--version", "15", dir}, {"wal", "dump", dir}} {
 				code, out, errs := runChecked(t, args...)
@@ -159,7 +161,7 @@ func TestCLIDamageSweep(t *testing.T) {
 				if args[0] == "verify" && !c.verifyFails && code != 0 {
 					t.Errorf("memiavl %v: exit %d on an intact database: %s", args, code, errs)
 				}
-				if after := dirDigest(t, dir); after != before {
+				if after := testutil.DirDigest(t, dir); after != before {
 					t.Fatalf("memiavl %v changed the directory", args)
 				}
 			}
@@ -176,7 +178,7 @@ func TestCLIBadArgs(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "afile")
 	os.WriteFile(file, []byte("x"), 0o644)
 	empty := t.TempDir()
-	before := dirDigest(t, dir)
+	before := testutil.DirDigest(t, dir)
 	for _, c := range []struct {
 		args []string
 		code int
@@ -235,7 +237,7 @@ func TestCLIBadArgs(t *testing.T) {
 		if c.args[0] == "rewrite-snapshot" {
 			os.Remove(filepath.Join(dir, "LOCK")) // a writer's open takes the lock file
 		}
-		if dirDigest(t, dir) != before {
+		if testutil.DirDigest(t, dir) != before {
 			t.Fatalf("memiavl %v changed the database", c.args)
 		}
 	}

@@ -2,12 +2,10 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,10 +40,12 @@ var cliCrashCalls = []string{"renameat", "unlinkat", "mkdirat", "fsync", "pwrite
 //
 // The commands: rewrite-snapshot, a rollback, import into a new directory
 // and over an empty database, import-iavl of a node's goleveldb
-// application.db. After each kill or failure the database must be whole and
+// application.db, import-memiavl of a reference memiavl directory (a
+// snapshot and log entries after it) into a new directory and over an
+// empty database. After each kill or failure the database must be whole and
 // in the state before the command or the state after it (never lost, never
 // a version between), and running the command again must finish it;
-// import-iavl must leave its source as it was. Under -short only every
+// import-iavl and import-memiavl must leave their sources as they were. Under -short only every
 // 12th point is tried. Skipped where strace is not installed.
 //
 // Crash points are counted per thread by strace, so a run covers the
@@ -72,8 +72,24 @@ func TestCLICrashPoints(t *testing.T) {
 	iavlParent := t.TempDir()
 	hash12 := makeIAVLApp(t, iavlParent, 12)
 	appDB := filepath.Join(iavlParent, "application.db")
-	appSum := dirDigest(t, appDB)
+	appSum := testutil.DirDigest(t, appDB)
 	empty := makeEmptyDB(t)
+	// a directory of the reference memiavl for import-memiavl (a
+	// snapshot at version 6, its log to 14), which must never change
+	refDir, err := filepath.Abs(refFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refSum := testutil.DirDigest(t, refDir)
+	hash14 := refFixtureHash(t)
+	importedRef := func(t *testing.T, dir string) {
+		if v, hash := dbState(t, dir); v != 14 || hash != hash14 {
+			t.Fatalf("after the rerun: version %d, app hash %s", v, hash)
+		}
+		if testutil.DirDigest(t, refDir) != refSum {
+			t.Fatal("import-memiavl changed the reference directory")
+		}
+	}
 
 	ops := []struct {
 		name    string
@@ -134,10 +150,28 @@ func TestCLICrashPoints(t *testing.T) {
 				if v, hash := dbState(t, dir); v != 12 || hash != hash12 {
 					t.Fatalf("after the rerun: version %d, app hash %s", v, hash)
 				}
-				if dirDigest(t, appDB) != appSum {
+				if testutil.DirDigest(t, appDB) != appSum {
 					t.Fatal("import-iavl changed the source application.db")
 				}
 			},
+			refusesDone: true,
+		},
+		{
+			// the replay of the reference log is part of the import:
+			// a kill there leaves what the next import removes
+			name:        "import-memiavl",
+			prepare:     func(t *testing.T, dir string) {},
+			args:        func(dir string) []string { return []string{"import-memiavl", refDir, dir} },
+			allowed:     map[int64]string{0: "", 14: hash14},
+			final:       importedRef,
+			refusesDone: true,
+		},
+		{
+			name:        "import-memiavl over an empty database",
+			prepare:     func(t *testing.T, dir string) { copyDir(t, empty, dir) },
+			args:        func(dir string) []string { return []string{"import-memiavl", refDir, dir} },
+			allowed:     map[int64]string{-1: "", 14: hash14},
+			final:       importedRef,
 			refusesDone: true,
 		},
 	}
@@ -296,6 +330,21 @@ func cliKilledAt(t *testing.T, strace, call string, n int, fresh func() []string
 	return true
 }
 
+// refFixture is a directory written by the reference memiavl v0.1.0 (see
+// testdata/README.md).
+const refFixture = "../../testdata/refmemiavl-v0.1.0"
+
+// refFixtureHash returns the app hash (hex) recorded for refFixture's
+// version 14.
+func refFixtureHash(t *testing.T) string {
+	t.Helper()
+	v, h := testutil.ReadAppHashRecord(t, refFixture+".apphash")
+	if v != 14 {
+		t.Fatalf("%s.apphash: version %d", refFixture, v)
+	}
+	return hex.EncodeToString(h)
+}
+
 // makeEmptyDB creates a database with the store bank and nothing
 // committed (version 0, as a node's first start leaves) in a new directory,
 // and returns the directory.
@@ -313,11 +362,13 @@ func makeEmptyDB(t *testing.T) string {
 }
 
 // dbState opens dir read-only and returns its version and app hash; 0 and
-// "" when it holds no database, -1 for a database at version 0.
+// "" when it holds no database (or only what an import killed before it
+// finished left, which every open refuses and the next import removes),
+// -1 for a database at version 0.
 func dbState(t *testing.T, dir string) (int64, string) {
 	t.Helper()
 	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, SnapshotInterval: -1})
-	if errors.Is(err, multitree.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, multitree.ErrNotFound) || errors.Is(err, os.ErrNotExist) || errors.Is(err, multitree.ErrUnfinishedImport) {
 		return 0, ""
 	}
 	if err != nil {
@@ -340,37 +391,4 @@ func dumpOf(t *testing.T, dir string, version int64) DumpResult {
 		t.Fatalf("dump --json: %v\n%s", err, out)
 	}
 	return res
-}
-
-// dirDigest hashes every entry under dir: names, types, modes, sizes and
-// contents of regular files, symlink targets.
-func dirDigest(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %v %d\n", strings.TrimPrefix(p, dir), fi.Mode(), fi.Size())
-		switch {
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			fmt.Fprintf(h, "-> %s\n", l)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }

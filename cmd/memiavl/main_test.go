@@ -698,13 +698,13 @@ func TestExportImport(t *testing.T) {
 func TestExportImportDestinations(t *testing.T) {
 	dir := t.TempDir()
 	makeDB(t, dir, 0.01, 12, 10)
-	before := dirDigest(t, dir)
+	before := testutil.DirDigest(t, dir)
 	for _, dst := range []string{filepath.Join(dir, "current"), filepath.Join(dir, "state.bin"), filepath.Join(dir, "wal", "state.bin")} {
 		if code, _, errs := cli(t, "export", dir, dst); code != exitFailure || !strings.Contains(errs, "inside the database") {
 			t.Errorf("export to %s: exit %d %s", dst, code, errs)
 		}
 	}
-	if got := dirDigest(t, dir); got != before {
+	if got := testutil.DirDigest(t, dir); got != before {
 		t.Fatal("a refused export changed the database directory")
 	}
 	out := t.TempDir()
@@ -748,7 +748,7 @@ func TestExportImportDestinations(t *testing.T) {
 			t.Errorf("%s: exit %d %s", strings.Join(args, " "), code, errs)
 		}
 	}
-	if got := dirDigest(t, dir); got != before {
+	if got := testutil.DirDigest(t, dir); got != before {
 		t.Fatal("a refused command changed the database directory")
 	}
 	// a log directory that is a link to another disk: a path through
@@ -1093,7 +1093,7 @@ func TestRewriteKilled(t *testing.T) {
 func TestRewriteInterruptedEarly(t *testing.T) {
 	dir := t.TempDir()
 	makeDB(t, dir, 0.01, 14, 10)
-	before := dirDigest(t, dir)
+	before := testutil.DirDigest(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out, errb bytes.Buffer
@@ -1104,7 +1104,7 @@ func TestRewriteInterruptedEarly(t *testing.T) {
 	if strings.Contains(errb.String(), "writing the snapshot") {
 		t.Fatalf("the interrupted command went on to write:\n%s", errb.String())
 	}
-	if got := dirDigest(t, dir); got != before {
+	if got := testutil.DirDigest(t, dir); got != before {
 		t.Fatal("the interrupted command changed the database directory")
 	}
 }

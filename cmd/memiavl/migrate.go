@@ -18,6 +18,7 @@ import (
 
 	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 type importIAVLOptions struct {
@@ -200,17 +201,18 @@ after it. The reference directory is only read; its node must be stopped
 (a running one is found by its lock and refused).
 <dir> must not hold a database, except one with nothing committed (version
 0: a node's first start with this store creates one), which is replaced;
-nor may it lie inside the reference directory. A failed import leaves no
-database (one at version 0 that its replay of the log had replaced is gone
-too: a node's next start creates one). An interrupt (Ctrl-C, SIGTERM)
-stops it within a thousand nodes of each tree, or between two versions of
-the log's replay, and exits 1, leaving <dir> as a failed import does; a
-second ends it at once, as a kill does. A kill (or crash) during the
-import of the snapshot leaves what the next import into <dir> removes; one
-during the replay leaves a database at a version between the reference
-snapshot's and the reference's latest, whole but behind, which a rerun
-refuses: remove <dir> and run it again. Both stores name their directory memiavl.db in a node's
-home: move the reference's aside first (see the example).`,
+nor may it lie inside the reference directory. The import is all or
+nothing: the database is in place only once the log is replayed. A failed
+import leaves <dir> as it was (a database at version 0 included). An
+interrupt (Ctrl-C, SIGTERM) stops it within a thousand nodes of each tree,
+or between two versions of the log's replay, and exits 1, leaving <dir> as
+a failed import does; a second ends it at once, as a kill does. A kill (or
+crash) leaves what the next import into <dir> removes: killed during the
+replay into a directory without a database, a database that is not the
+import's result, which opening refuses ("an import into the directory did
+not finish") until a rerun replaces it. Both stores name their directory
+memiavl.db in a node's home: move the reference's aside first (see the
+example).`,
 		Example: `  memiavl import-memiavl ~/.cronos/data/memiavl.db ./memiavl.db
   mv ~/.cronos/data/memiavl.db ~/.cronos/data/memiavl.db.ref &&
     memiavl import-memiavl ~/.cronos/data/memiavl.db.ref ~/.cronos/data/memiavl.db`,
@@ -239,7 +241,12 @@ home: move the reference's aside first (see the example).`,
 			start := time.Now()
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
-			if err := compat.ImportMemIAVLContext(ctx, args[0], args[1], multitree.Options{RewriteConcurrency: concurrency, SnapshotInterval: -1}); err != nil {
+			if err := compat.ImportMemIAVLContext(ctx, args[0], args[1], multitree.Options{
+				RewriteConcurrency: concurrency, SnapshotInterval: -1,
+				// the import closes the database before it is in
+				// place, which makes its log durable
+				Sync: wal.SyncNone,
+			}); err != nil {
 				return interruptedImport(ctx, args[1], err)
 			}
 			return printImported(cmd.OutOrStdout(), args[0], args[1], start)

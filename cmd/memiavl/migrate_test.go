@@ -15,6 +15,7 @@ import (
 	storetypes "cosmossdk.io/store/types"
 	dbm "github.com/cosmos/cosmos-db"
 
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/internal/workload"
 )
 
@@ -108,14 +109,14 @@ func TestImportIAVLPebble(t *testing.T) {
 	parent := t.TempDir()
 	hash := makeIAVLAppOn(t, dbm.PebbleDBBackend, parent, 12)
 	src := filepath.Join(parent, "application.db")
-	sum := dirDigest(t, src)
+	sum := testutil.DirDigest(t, src)
 	dst := filepath.Join(t.TempDir(), "memiavl.db")
 	out := mustCLI(t, "import-iavl", "--backend", "pebbledb", src, dst)
 	if !strings.Contains(strings.ToLower(out), hash) || !strings.Contains(out, "version 12") {
 		t.Fatalf("import-iavl printed %q, want version 12 and app hash %s", out, hash)
 	}
 	mustCLI(t, "verify", dst)
-	if dirDigest(t, src) != sum {
+	if testutil.DirDigest(t, src) != sum {
 		t.Fatal("import-iavl --backend pebbledb changed its source")
 	}
 

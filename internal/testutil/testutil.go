@@ -4,11 +4,15 @@
 package testutil
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -137,8 +141,8 @@ func Chdir(t testing.TB, dir string) (restore func()) {
 	return restore
 }
 
-// CopyDir copies the directory tree src to dst (files and directories
-// only), failing t on an error.
+// CopyDir copies the directory tree src to dst (files, directories and
+// symbolic links, which are copied as links), failing t on an error.
 func CopyDir(t testing.TB, src, dst string) {
 	t.Helper()
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
@@ -153,6 +157,13 @@ func CopyDir(t testing.TB, src, dst string) {
 		if d.IsDir() {
 			return os.MkdirAll(to, 0o755)
 		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -162,4 +173,65 @@ func CopyDir(t testing.TB, src, dst string) {
 	if err != nil {
 		t.Fatalf("copy %s to %s: %v", src, dst, err)
 	}
+}
+
+// DirDigest hashes every entry under dir: names, types, modes, sizes and
+// contents of regular files, symlink targets.
+func DirDigest(t testing.TB, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %v %d\n", strings.TrimPrefix(p, dir), fi.Mode(), fi.Size())
+		switch {
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(b)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			fmt.Fprintf(h, "-> %s\n", l)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ReadAppHashRecord reads a file of two lines, "version <n>" and
+// "apphash <hex>" (the record of a fixture's latest version and app hash).
+func ReadAppHashRecord(t testing.TB, path string) (int64, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int64
+	var h []byte
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		k, val, _ := strings.Cut(line, " ")
+		switch k {
+		case "version":
+			v, err = strconv.ParseInt(val, 10, 64)
+		case "apphash":
+			h, err = hex.DecodeString(val)
+		}
+		if err != nil {
+			t.Fatalf("%s: %q: %v", path, line, err)
+		}
+	}
+	if v <= 0 || len(h) != 32 {
+		t.Fatalf("%s: no version or app hash", path)
+	}
+	return v, h
 }
