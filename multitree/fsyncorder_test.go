@@ -52,7 +52,9 @@ const fsyncOrderVersions = 40
 //     directory, and over existing databases with Replace, swapped in by
 //     RENAME_EXCHANGE and by the two-rename fallback: "phase import-<how>
 //     <name>" before, "imported <name>" once Import returned, "closed
-//     <name>" once the database to be replaced was created and closed.
+//     <name>" once the database to be replaced was created and closed;
+//     and into a new directory with a Finish step that commits versions
+//     under SyncNone ("phase import-finish fin").
 //   - killed: for each of fsoKilled, in DIR/<name> ("use <name>"), what a
 //     process killed between the rename of "current" and the fsync of
 //     its directory leaves, then a writer Open and commits (see
@@ -442,7 +444,22 @@ func fsoChildImport(t *testing.T, dir string, mark fsoMark) {
 			defer e.Close()
 			sources[store] = e
 		}
-		if _, err := Import(filepath.Join(dir, name), fsoImportVersion, sources, ImportOptions{Replace: replace, Concurrency: 2}); err != nil {
+		opts := ImportOptions{Replace: replace, Concurrency: 2}
+		if name == "fin" {
+			opts.FinishOptions = Options{Sync: wal.SyncNone, SnapshotInterval: -1}
+			opts.Finish = func(db *DB) error {
+				for db.WorkingVersion() <= fsoImportVersion+3 {
+					if err := db.ApplyChangeSets(crashBlock(3, db.WorkingVersion())); err != nil {
+						return err
+					}
+					if _, err := db.Commit(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		}
+		if _, err := Import(filepath.Join(dir, name), fsoImportVersion, sources, opts); err != nil {
 			t.Fatal(err)
 		}
 		mark("imported %s", name)
@@ -461,6 +478,8 @@ func fsoChildImport(t *testing.T, dir string, mark fsoMark) {
 
 	mark("phase import-new new")
 	imp("new", false)
+	mark("phase import-finish fin")
+	imp("fin", false)
 
 	mark("phase create exch")
 	existing("exch")
@@ -968,6 +987,14 @@ func fsoImportCase(t *testing.T, strace string) {
 			from, to := phase("import-rename ren", 1)
 			return afterSwap("ren", from, to)
 		}},
+		{"the fsync of the log when Finish's database closes", []string{"import-finish"}, func() []int {
+			from, to := phase("import-finish fin", 1)
+			walDir := filepath.Join(root, "fin", walDirName)
+			return []int{f.last(from, to, func(c *straceCall) bool {
+				p, _, _ := fsoCallPaths(c)
+				return f.isFsync(c) && strings.HasPrefix(p, walDir+"/")
+			})}
+		}},
 		{"the fsync of the staging directory after its current is renamed, before the exchange", []string{"import-swap"}, func() []int {
 			from, to := phase("import-exchange exch", 2)
 			return afterCurrent(filepath.Join(root, "exch"+stagingSuffix), from, to)
@@ -985,7 +1012,8 @@ func fsoImportCase(t *testing.T, strace string) {
 		minExchanges = 0
 	}
 	fsoCounts(t, []fsoCount{
-		{"imports returned", im.stats.imports, 5},
+		{"imports returned", im.stats.imports, 6},
+		{"imports with a Finish step completed", im.stats.finishes, 1},
 		{"exchanges", im.stats.exchanges, minExchanges},
 		{"swaps by two renames", im.stats.renameSwaps, 2},
 		{"removals of a replaced database's files", im.stats.oldRemovals, 20},
@@ -2578,10 +2606,15 @@ func (m *durModel) checkPolicyIdle(at int) {
 //     durable, and everything in it is durable.
 //   - close: once the database to be replaced was created and closed
 //     ("closed <name>"), it is durable, its entry included.
+//   - import-finish (ImportOptions.Finish, import.go commitLocked): the
+//     marker of an import with a Finish step is removed only once the
+//     database in dir is durable (the versions Finish committed under
+//     any sync policy included): until then a power loss leaves a
+//     directory that every open refuses, after it a whole database.
 type fsoImportModel struct {
 	m *durModel
-	// the phase: how ("new", "exchange", "rename", or "" between
-	// imports) and the database directory
+	// the phase: how ("new", "finish", "exchange", "rename", or ""
+	// between imports) and the database directory
 	how, dir         string
 	oldRoot, newRoot *durNode
 	damaged          bool // a file of the replaced database was removed
@@ -2591,7 +2624,7 @@ type fsoImportModel struct {
 	// pending holds the bindings before the call being applied
 	pending map[string]*durNode
 	stats   struct {
-		imports, exchanges, renameSwaps, oldRemovals, states, closes int
+		imports, exchanges, renameSwaps, oldRemovals, states, closes, finishes int
 		// states with no dir, which finishSwap recovers
 		gone int
 	}
@@ -2647,7 +2680,7 @@ func (im *fsoImportModel) marker(f []string, at int) bool {
 		if len(f) == 3 && strings.HasPrefix(f[1], "import-") {
 			im.how, im.dir = strings.TrimPrefix(f[1], "import-"), filepath.Join(m.root, f[2])
 			im.names = []string{im.dir, im.dir + stagingSuffix, im.dir + replacedSuffix}
-			if im.how != "new" {
+			if im.how != "new" && im.how != "finish" {
 				im.oldRoot = m.nodes[im.dir]
 				if im.oldRoot == nil {
 					m.violate("model", "no old "+im.dir, at, "the import over %s starts, but the model has no database there", m.rel(im.dir))
@@ -2695,6 +2728,9 @@ func (im *fsoImportModel) isEntryChange(c *straceCall, from, to string) bool {
 }
 
 func (im *fsoImportModel) check(c *straceCall, from, to string, at int) {
+	if im.how == "finish" && c.retInt() >= 0 && strings.HasPrefix(c.name, "unlink") && from == filepath.Join(im.dir, importFileName) {
+		im.checkFinished(at)
+	}
 	if !im.replacing() || c.retInt() < 0 {
 		return
 	}
@@ -2724,6 +2760,20 @@ func (im *fsoImportModel) check(c *straceCall, from, to string, at int) {
 		if !strings.HasPrefix(keys[i], "removed ") {
 			m.violate("import-remove", keys[i], at, "%s, but %s", why, msgs[i])
 		}
+	}
+}
+
+// checkFinished applies the import-finish rule at the removal of the
+// marker of an import with a Finish step.
+func (im *fsoImportModel) checkFinished(at int) {
+	m := im.m
+	im.stats.finishes++
+	keys, msgs := m.treeProblems(im.dir, true)
+	for i := range keys {
+		if keys[i] == "entry "+m.rel(filepath.Join(im.dir, lockFileName)) {
+			continue
+		}
+		m.violate("import-finish", keys[i], at, "the marker of the import into %s, which committed versions before it was complete, is removed, but %s", m.rel(im.dir), msgs[i])
 	}
 }
 
