@@ -254,7 +254,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if unfinished, err := unfinishedImport(dir); err != nil {
 			return nil, err
 		} else if unfinished {
-			return nil, fmt.Errorf("%w: %s holds the database of an import that was interrupted before it finished (its %s file says so): import again, or remove it (RemoveDatabase)",
+			return nil, fmt.Errorf("%w: %s holds the database of an import that was interrupted before it finished (its %s file says so): run the import again, or remove the database (RemoveDatabase, or delete the directory)",
 				ErrUnfinishedImport, dir, importFileName)
 		}
 	}
