@@ -17,6 +17,7 @@ import (
 	storetypes "cosmossdk.io/store/types"
 	"golang.org/x/sys/unix"
 
+	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -747,7 +748,7 @@ func (im *Importer) swap() error {
 	old := im.target // where the exchange leaves the old database
 	err := exchange(im.target, im.dir)
 	if err != nil {
-		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
+		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOTSUP) {
 			return fmt.Errorf("multitree: swap %s into %s: %w", im.target, im.dir, err)
 		}
 		old = besidePath(im.dir, replacedSuffix)
@@ -767,12 +768,11 @@ func (im *Importer) swap() error {
 }
 
 // exchange swaps the directories a and b in one step (renameat2 with
-// RENAME_EXCHANGE). Tests replace it to take swap's other way.
+// RENAME_EXCHANGE on Linux, see osfile.ExchangeDirs). Tests replace it to
+// take swap's other way.
 var exchange = exchangeDirs
 
-func exchangeDirs(a, b string) error {
-	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
-}
+func exchangeDirs(a, b string) error { return osfile.ExchangeDirs(a, b) }
 
 // renameSwap is swap where the exchange is refused: dir to old, then the
 // staged database to dir. If the second rename fails, the old database is

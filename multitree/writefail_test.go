@@ -28,7 +28,6 @@ func TestWriteFailureChild(t *testing.T) {
 		t.Skip("only run as the write failure test's child process")
 	}
 	seed, _ := strconv.ParseInt(os.Getenv("MEMIAVL_WRITEFAIL_SEED"), 10, 64)
-	limit, _ := strconv.ParseUint(os.Getenv("MEMIAVL_WRITEFAIL_LIMIT"), 10, 64)
 	versions, _ := strconv.ParseInt(os.Getenv("MEMIAVL_WRITEFAIL_VERSIONS"), 10, 64)
 	// the soft limit only, restored on return: the test binary writes its
 	// coverage data (go test -cover) after the test
@@ -37,7 +36,13 @@ func TestWriteFailureChild(t *testing.T) {
 		fmt.Println("setup", err)
 		return
 	}
-	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: was.Max}); err != nil {
+	// (the field's integer type differs between systems)
+	lim := was
+	if _, err := fmt.Sscan(os.Getenv("MEMIAVL_WRITEFAIL_LIMIT"), &lim.Cur); err != nil {
+		fmt.Println("setup", err)
+		return
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
 		fmt.Println("setup", err)
 		return
 	}

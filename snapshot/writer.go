@@ -14,10 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
+	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 )
 
 const (
@@ -73,7 +72,7 @@ func (c *crcFile) Write(p []byte) (int, error) {
 	if c.n-c.flushed >= writebackChunk {
 		// Advisory: an error here (say, a file system without the call)
 		// changes nothing, as Finish fsyncs every file.
-		_ = unix.SyncFileRange(int(c.f.Fd()), int64(c.base+c.flushed), int64(c.n-c.flushed), unix.SYNC_FILE_RANGE_WRITE)
+		osfile.StartWriteback(c.f.Fd(), int64(c.base+c.flushed), int64(c.n-c.flushed))
 		c.flushed = c.n
 	}
 	return n, err
@@ -653,5 +652,5 @@ func syncDir(dir string) error {
 // (say, a file system without the call) changes nothing, as the fsync
 // follows.
 func startWriteback(f *os.File) {
-	_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	osfile.StartWriteback(f.Fd(), 0, 0)
 }

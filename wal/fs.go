@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
+	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 )
 
 // fileSystem is the seam through which the log does all its file I/O, so
@@ -53,7 +53,7 @@ type writebacker interface {
 }
 
 func (f osFile) startWriteback(off, n int64) {
-	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+	osfile.StartWriteback(f.Fd(), off, n)
 }
 
 func (f osFile) Size() (int64, error) {
