@@ -42,7 +42,7 @@ func PeakRSS() int64 {
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		return ru.Maxrss << 10 // kilobytes on Linux
+		return ru.Maxrss * maxrssUnit
 	}
 	return 0
 }

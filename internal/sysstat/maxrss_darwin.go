@@ -1,0 +1,4 @@
+package sysstat
+
+// maxrssUnit is the unit of getrusage's maxrss: bytes on macOS.
+const maxrssUnit = 1
