@@ -104,10 +104,8 @@ func latestVersionOnce(dir string) (int64, error) {
 		}
 		return 0, err
 	}
-	if unfinished, err := unfinishedImport(dir); err != nil {
+	if err := refuseUnfinished(dir); err != nil {
 		return 0, err
-	} else if unfinished {
-		return 0, fmt.Errorf("%w: %s", ErrUnfinishedImport, dir)
 	}
 	pending, err := readRollback(dir)
 	if err != nil {

@@ -36,11 +36,8 @@ import (
 type DB struct {
 	dir  string
 	opts Options
-	lock *os.File
-	// lockBorrowed: lock is an importer's (Options.importLock), which
-	// Close leaves locked
-	lockBorrowed bool
-	log          *wal.Log
+	lock *os.File // the importer's when opts.importLock is set
+	log  *wal.Log
 
 	// state is the last committed version, published for readers.
 	state atomic.Pointer[state]
@@ -229,17 +226,14 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			}
 			db.releaseAll()
 			db.stopUnmapper()
-			if !db.lockBorrowed {
+			if opts.importLock == nil {
 				_ = unlockDir(db.lock)
 			}
 		}
 	}()
 
 	if opts.importLock != nil {
-		if opts.ReadOnly {
-			return nil, fmt.Errorf("%w: an import's database opened read-only", ErrInvalidOptions)
-		}
-		db.lock, db.lockBorrowed = opts.importLock, true
+		db.lock = opts.importLock // (finishOptions: a writer)
 	} else if !opts.ReadOnly {
 		// an import interrupted while it swapped in a database
 		if err := finishSwap(dir); err != nil {
@@ -250,12 +244,9 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if exists && !db.lockBorrowed {
-		if unfinished, err := unfinishedImport(dir); err != nil {
+	if exists && opts.importLock == nil {
+		if err := refuseUnfinished(dir); err != nil {
 			return nil, err
-		} else if unfinished {
-			return nil, fmt.Errorf("%w: %s holds the database of an import that was interrupted before it finished (its %s file says so): run the import again, or remove the database (RemoveDatabase, or delete the directory)",
-				ErrUnfinishedImport, dir, importFileName)
 		}
 	}
 	if !exists {
@@ -313,7 +304,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		if err := syncDir(dir); err != nil {
 			return nil, err
 		}
-		if !db.lockBorrowed {
+		if opts.importLock == nil {
 			// the marker of an import stopped after it wrote current
 			if err := removeImportMarker(dir); err != nil {
 				return nil, err
@@ -1833,7 +1824,7 @@ func (db *DB) Close() error {
 	}
 	db.releaseAll()
 	db.stopUnmapper()
-	if !db.lockBorrowed {
+	if db.opts.importLock == nil { // else the importer's, which it unlocks
 		errs = append(errs, unlockDir(db.lock))
 	}
 	db.lock = nil

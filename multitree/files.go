@@ -458,6 +458,16 @@ func unfinishedImport(dir string) (bool, error) {
 	return bytes.Equal(b, finishingMarker), nil
 }
 
+// refuseUnfinished fails with ErrUnfinishedImport when dir holds the
+// database of an import whose Finish step has not completed.
+func refuseUnfinished(dir string) error {
+	if unfinished, err := unfinishedImport(dir); err != nil || !unfinished {
+		return err
+	}
+	return fmt.Errorf("%w: %s holds the database of an import that was interrupted before it finished (its %s file says so): run the import again, or remove the database (RemoveDatabase, or delete the directory)",
+		ErrUnfinishedImport, dir, importFileName)
+}
+
 // removeImportMarker removes the import marker of dir (see
 // importFileName), if there is one, durably.
 func removeImportMarker(dir string) error {
