@@ -22,7 +22,7 @@ const MinRewriteRateLimit = 64 << 10
 
 // MaxAsyncCommitBuffer bounds Options.AsyncCommitBuffer: the queue is
 // allocated whole, and a longer one only holds more unlogged versions.
-const MaxAsyncCommitBuffer = 1 << 16
+const MaxAsyncCommitBuffer = wal.MaxAsyncBuffer
 
 // OpenCheck is how Open checks the checksums of the snapshot files it maps.
 // Unless it is OpenCheckNone, a version rebuilt from another kept snapshot

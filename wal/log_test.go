@@ -414,11 +414,22 @@ func TestOptionsValidation(t *testing.T) {
 		{GroupInterval: -1},
 		{GroupCount: -1},
 		{AsyncBuffer: -1},
+		{AsyncBuffer: MaxAsyncBuffer + 1},
+		{AsyncBuffer: 1 << 50}, // no queue of that length can be made
 	} {
-		if _, err := Open(t.TempDir(), o); !errors.Is(err, ErrInvalidOptions) {
+		dir := filepath.Join(t.TempDir(), "log")
+		if _, err := Open(dir, o); !errors.Is(err, ErrInvalidOptions) {
 			t.Fatalf("%+v: %v", o, err)
 		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%+v: a refused open left %s behind (%v)", o, dir, err)
+		}
 	}
+	l, err := Open(t.TempDir(), Options{AsyncBuffer: MaxAsyncBuffer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, l)
 	if got := SyncGrouped.String(); got != "grouped" {
 		t.Fatalf("String: %q", got)
 	}

@@ -43,6 +43,10 @@ const (
 	DefaultGroupCount    = 64
 )
 
+// MaxAsyncBuffer bounds Options.AsyncBuffer: the queue's slots are
+// allocated when the log opens.
+const MaxAsyncBuffer = 1 << 16
+
 // MinSegmentSize is the smallest SegmentSize: one byte more than a
 // segment's header.
 const MinSegmentSize = segmentHeaderSize + 1
@@ -72,7 +76,8 @@ type Options struct {
 	// per policy) before it returns. N > 0: Append checks and sizes the
 	// entry and queues the entry itself (its slices are not copied) for a
 	// background writer, which encodes and writes it; at most N entries
-	// wait in the queue, and Append blocks while the queue is full.
+	// wait in the queue, and Append blocks while the queue is full. At
+	// most MaxAsyncBuffer.
 	AsyncBuffer int
 
 	// ReadOnly opens the log for Replay only: no file is created, repaired
@@ -126,6 +131,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.AsyncBuffer < 0 {
 		return o, fmt.Errorf("%w: AsyncBuffer %d is negative", ErrInvalidOptions, o.AsyncBuffer)
+	}
+	if o.AsyncBuffer > MaxAsyncBuffer {
+		return o, fmt.Errorf("%w: AsyncBuffer %d above the maximum of %d", ErrInvalidOptions, o.AsyncBuffer, MaxAsyncBuffer)
 	}
 	if o.fs == nil {
 		o.fs = osFS{}
