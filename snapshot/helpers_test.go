@@ -171,9 +171,6 @@ func writeTree(t testing.TB, dir string, seed int64, version int64, random bool,
 	return root.hash[:]
 }
 
-// newTreeWriter returns a writer of a snapshot into dir, which the caller
-// aborts at the test's end (a no-op after Finish), and a treeGen over keys
-// streaming into it.
 // writeAndOpen writes a tree as writeTree does into a new temporary
 // directory and opens it, closed when the test ends.
 func writeAndOpen(t testing.TB, seed int64, version int64, random bool, keys, values [][]byte) *Snapshot {
@@ -188,6 +185,9 @@ func writeAndOpen(t testing.TB, seed int64, version int64, random bool, keys, va
 	return s
 }
 
+// newTreeWriter returns a writer of a snapshot into dir, which the caller
+// aborts at the test's end (a no-op after Finish), and a treeGen over keys
+// streaming into it.
 func newTreeWriter(t testing.TB, dir string, seed int64, version int64, random bool, keys, values [][]byte) (*Writer, *treeGen) {
 	t.Helper()
 	w, err := NewWriter(dir, version)

@@ -62,7 +62,10 @@ func (r Ref) String() string {
 // concurrent use; Close must not run concurrently with them.
 //
 // An index passed to an accessor must be in range (below LeafCount or
-// BranchCount): an index out of range panics like a slice index. An index
+// BranchCount): an accessor that returns an error (LeafKV, LeafKey,
+// LeafValue, BranchKey, Left, Right, Search) returns one wrapping
+// ErrOutOfRange for an index out of range, and one wrapping ErrClosed
+// when called after Close; the others panic like a slice index. An index
 // obtained from this snapshot's own navigation (Root, Left, Right, and
 // Search when it returns one below hi) is always in range: every value read
 // from the files that is used as an index or offset is checked first, so a
@@ -372,8 +375,23 @@ func (s *Snapshot) branchRec(i uint64) []byte {
 	return s.branches[i*RecordSize : i*RecordSize+RecordSize : i*RecordSize+RecordSize]
 }
 
+// indexError returns the error of an accessor given index i of a leaf or
+// branch (what) that the files do not hold: ErrClosed after Close, else
+// ErrOutOfRange.
+//
+//go:noinline
+func (s *Snapshot) indexError(what string, i, n uint64) error {
+	if s.closed.Load() {
+		return fmt.Errorf("%w: read of %s %d of the snapshot in %s after Close", ErrClosed, what, i, s.dir)
+	}
+	return fmt.Errorf("%w: %s %d of %d", ErrOutOfRange, what, i, n)
+}
+
 // LeafKV returns the key and value of leaf i.
 func (s *Snapshot) LeafKV(i uint64) (key, value []byte, err error) {
+	if i >= uint64(len(s.leaves))/RecordSize {
+		return nil, nil, s.indexError("leaf", i, s.leafCount)
+	}
 	rec := s.leafRec(i)
 	off := binary.LittleEndian.Uint64(rec[leafOffKVOff:])
 	kl := uint64(binary.LittleEndian.Uint32(rec[leafOffKeyLen:]))
@@ -389,6 +407,9 @@ func (s *Snapshot) LeafKV(i uint64) (key, value []byte, err error) {
 
 // LeafKey returns the key of leaf i.
 func (s *Snapshot) LeafKey(i uint64) ([]byte, error) {
+	if i >= uint64(len(s.leaves))/RecordSize {
+		return nil, s.indexError("leaf", i, s.leafCount)
+	}
 	rec := s.leafRec(i)
 	off := binary.LittleEndian.Uint64(rec[leafOffKVOff:])
 	kl := uint64(binary.LittleEndian.Uint32(rec[leafOffKeyLen:]))
@@ -470,6 +491,9 @@ func (s *Snapshot) BranchFirstLeaf(i uint64) uint64 {
 // BranchKey returns the key of branch i: the smallest key of its right
 // subtree.
 func (s *Snapshot) BranchKey(i uint64) ([]byte, error) {
+	if i >= uint64(len(s.branches))/RecordSize {
+		return nil, s.indexError("branch", i, s.branchCount)
+	}
 	k := s.BranchKeyLeaf(i)
 	if k >= s.leafCount {
 		return nil, s.branchError(i, branchOffKeyLeaf, "key leaf %d of %d leaves", k, s.leafCount)
@@ -480,6 +504,9 @@ func (s *Snapshot) BranchKey(i uint64) ([]byte, error) {
 // branchLayout reads and checks the leaf range of branch i: first leaf f,
 // key leaf k and end e = f + size, with f < k < e <= LeafCount.
 func (s *Snapshot) branchLayout(i uint64) (f, k, e uint64, err error) {
+	if i >= uint64(len(s.branches))/RecordSize {
+		return 0, 0, 0, s.indexError("branch", i, s.branchCount)
+	}
 	rec := s.branchRec(i)
 	size := uint40At(rec, branchOffSize)
 	f = uint40At(rec, branchOffFirstLeaf)
@@ -533,10 +560,6 @@ func (s *Snapshot) Left(i uint64) (Ref, error) {
 	return BranchRef(i - rightSize), nil
 }
 
-// Search looks for key among leaves [lo, hi). It returns the index of the
-// first leaf whose key is >= key (hi if none) and whether that key equals
-// key. It compares the 8-byte key prefixes first and reads full keys only
-// when they tie. It does not allocate.
 // narrow shrinks [lo, hi) to the leaves whose prefixes can equal p, using
 // the index: a leaf before the last run that starts below p has a smaller
 // prefix, and a leaf from the first run that starts above p on has a larger
@@ -581,8 +604,12 @@ func (s *Snapshot) narrow(p uint64, lo, hi uint64) (uint64, uint64) {
 	return lo, hi
 }
 
+// Search looks for key among leaves [lo, hi). It returns the index of the
+// first leaf whose key is >= key (hi if none) and whether that key equals
+// key. It compares the 8-byte key prefixes first and reads full keys only
+// when they tie. It does not allocate.
 func (s *Snapshot) Search(key []byte, lo, hi uint64) (idx uint64, found bool, err error) {
-	if lo > hi || hi > s.leafCount {
+	if lo > hi || hi > uint64(len(s.leaves))/RecordSize {
 		return 0, false, s.searchRangeError(lo, hi)
 	}
 	p := keyPrefix(key)
@@ -621,5 +648,8 @@ func (s *Snapshot) Search(key []byte, lo, hi uint64) (idx uint64, found bool, er
 
 //go:noinline
 func (s *Snapshot) searchRangeError(lo, hi uint64) error {
+	if s.closed.Load() {
+		return fmt.Errorf("%w: search in the snapshot in %s after Close", ErrClosed, s.dir)
+	}
 	return fmt.Errorf("%w: search in leaves [%d, %d) of %d", ErrOutOfRange, lo, hi, s.leafCount)
 }

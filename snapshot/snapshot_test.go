@@ -419,3 +419,55 @@ func TestPrefetchAnyRef(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessorErrors: the accessors that return an error fail with
+// ErrOutOfRange for an index past the end and with ErrClosed after Close,
+// without panicking.
+func TestAccessorErrors(t *testing.T) {
+	keys, values := sortedKVs(rand.New(rand.NewSource(1)), 300)
+	s := writeAndOpen(t, 1, 1, true, keys, values)
+	nl, nb := s.LeafCount(), s.BranchCount()
+	calls := func() map[string]error {
+		_, _, kvErr := s.LeafKV(nl)
+		_, keyErr := s.LeafKey(nl)
+		_, valErr := s.LeafValue(nl)
+		_, bkErr := s.BranchKey(nb)
+		_, lErr := s.Left(nb)
+		_, rErr := s.Right(nb)
+		_, _, sErr := s.Search(keys[0], 0, nl+1)
+		return map[string]error{"LeafKV": kvErr, "LeafKey": keyErr, "LeafValue": valErr,
+			"BranchKey": bkErr, "Left": lErr, "Right": rErr, "Search": sErr}
+	}
+	for name, err := range calls() {
+		if !errors.Is(err, ErrOutOfRange) {
+			t.Errorf("%s past the end: %v, want ErrOutOfRange", name, err)
+		}
+	}
+	// in range, the same calls succeed
+	if _, _, err := s.LeafKV(nl - 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Right(nb - 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, found, err := s.Lookup(keys[7]); err != nil || !found {
+		t.Fatalf("Lookup: %v %v", found, err)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after := calls()
+	_, _, after["LeafKV(0)"] = s.LeafKV(0)
+	_, after["LeafKey(0)"] = s.LeafKey(0)
+	_, after["BranchKey(0)"] = s.BranchKey(0)
+	_, after["Left(root)"] = s.Left(nb - 1)
+	_, after["Right(root)"] = s.Right(nb - 1)
+	_, _, after["Search(all)"] = s.Search(keys[0], 0, nl)
+	_, _, _, after["Lookup"] = s.Lookup(keys[7])
+	for name, err := range after {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
