@@ -251,7 +251,10 @@ var _ types.Iterator = (*storeIterator)(nil)
 func (si *storeIterator) Domain() ([]byte, []byte) { return si.it.Domain() }
 func (si *storeIterator) Valid() bool              { return si.it.Valid() }
 func (si *storeIterator) Error() error             { return si.it.Error() }
-func (si *storeIterator) Close() error             { return si.it.Close() }
+func (si *storeIterator) Close() error {
+	si.key, si.value, si.copiedKey, si.copiedVal = nil, nil, false, false
+	return si.it.Close()
+}
 
 // check panics if the iterator stopped on an error.
 func (si *storeIterator) check() {

@@ -2,9 +2,11 @@ package memiavl_test
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"math/rand"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -595,6 +597,56 @@ func TestInitialVersionAfterChanges(t *testing.T) {
 		saveBoth(t, fmt.Sprintf("initial %d", initial), tr, ref)
 		if err := tr.Check(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestIteratorPastEnd: an iterator that has run out, or was closed, has no
+// current pair (Key and Value return nil, as iavl's do), over in-memory
+// nodes and over a snapshot's leaves.
+func TestIteratorPastEnd(t *testing.T) {
+	tr, err := memiavl.New(memiavl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300; i++ {
+		if _, err := tr.Set([]byte(fmt.Sprintf("k%03d", i)), []byte(fmt.Sprint("v", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "snap")
+	if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	_, onSnap := openSnapshot(t, dir)
+	if _, err := onSnap.Set([]byte("k150"), []byte("changed")); err != nil {
+		t.Fatal(err)
+	}
+	for name, x := range map[string]*memiavl.Tree{"memory": tr, "snapshot": onSnap} {
+		for _, asc := range []bool{true, false} {
+			for _, r := range [][2][]byte{{nil, nil}, {[]byte("k100"), []byte("k200")}, {[]byte("k2"), []byte("k1")}} {
+				it := x.Iterator(r[0], r[1], asc)
+				n := 0
+				for ; it.Valid(); it.Next() {
+					n++
+				}
+				if it.Key() != nil || it.Value() != nil || it.Error() != nil {
+					t.Fatalf("%s asc=%v %q after %d pairs: key %q value %q err %v", name, asc, r, n, it.Key(), it.Value(), it.Error())
+				}
+				it.Close()
+			}
+			it := x.Iterator(nil, nil, asc)
+			it.Next()
+			if !it.Valid() || it.Key() == nil {
+				t.Fatalf("%s: no second pair", name)
+			}
+			it.Close()
+			if it.Valid() || it.Key() != nil || it.Value() != nil {
+				t.Fatalf("%s asc=%v: closed iterator valid=%v key %q value %q", name, asc, it.Valid(), it.Key(), it.Value())
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ package memiavl_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"math/rand"
 	"path/filepath"
@@ -117,7 +118,7 @@ func TestIAVLTreeHashVectors(t *testing.T) {
 					return tr
 				}
 				dir := filepath.Join(t.TempDir(), "snap")
-				if err := tr.WriteSnapshot(t.Context(), dir); err != nil {
+				if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
 					t.Fatal(err)
 				}
 				_, tr = openSnapshot(t, dir)
@@ -131,7 +132,7 @@ func TestIAVLTreeHashVectors(t *testing.T) {
 			})
 		// the last version, read back from its own snapshot
 		dir := filepath.Join(t.TempDir(), "last")
-		if err := tr.WriteSnapshot(t.Context(), dir); err != nil {
+		if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
 			t.Fatal(err)
 		}
 		_, reopened := openSnapshot(t, dir)
@@ -216,7 +217,7 @@ func TestIAVLExporterVector(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { same(t, exportAll(t, tr.Export())) })
 	t.Run("snapshot", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "snap")
-		if err := tr.WriteSnapshot(t.Context(), dir); err != nil {
+		if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
 			t.Fatal(err)
 		}
 		_, reopened := openSnapshot(t, dir)

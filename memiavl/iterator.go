@@ -83,10 +83,10 @@ func (it *Iterator) Domain() ([]byte, []byte) { return it.start, it.end }
 // Valid reports whether the iterator is positioned at a key.
 func (it *Iterator) Valid() bool { return it.valid }
 
-// Key returns the current key.
+// Key returns the current key, nil once the iterator is not valid.
 func (it *Iterator) Key() []byte { return it.key }
 
-// Value returns the current value.
+// Value returns the current value, nil once the iterator is not valid.
 func (it *Iterator) Value() []byte { return it.value }
 
 // Error returns the error that stopped the iteration, if any.
@@ -94,7 +94,7 @@ func (it *Iterator) Error() error { return it.err }
 
 // Close releases the iterator.
 func (it *Iterator) Close() error {
-	it.valid = false
+	it.valid, it.key, it.value = false, nil, nil
 	it.stack = nil
 	it.scanning = false
 	it.bi, it.bn = 0, 0
@@ -109,7 +109,7 @@ func (it *Iterator) inRange(key []byte) bool {
 // Next advances the iterator.
 func (it *Iterator) Next() {
 	if it.err != nil {
-		it.valid = false
+		it.valid, it.key, it.value = false, nil, nil
 		return
 	}
 	if it.bi < it.bn {
@@ -128,10 +128,10 @@ func (it *Iterator) advance() {
 	defer func() {
 		if r := recover(); r != nil {
 			it.err = corruptFrom(r, it.t.pers.s)
-			it.valid = false
+			it.valid, it.key, it.value = false, nil, nil
 		}
 	}()
-	it.valid = false
+	it.valid, it.key, it.value = false, nil, nil
 	if it.scanning && it.scanNext() {
 		return
 	}
