@@ -23,8 +23,18 @@ type persisted struct {
 
 func (p persisted) check(err error) {
 	if err != nil {
-		panic(corruptError{fmt.Errorf("%w: %w", ErrCorrupt, err)})
+		panic(corruptError{readError(err)})
 	}
+}
+
+// readError returns the error of a tree operation for err from a read of
+// its snapshot: a read after the snapshot's release (snapshot.ErrClosed) as
+// it is, anything else as damage (ErrCorrupt).
+func readError(err error) error {
+	if errors.Is(err, snapshot.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrCorrupt, err)
 }
 
 // get looks key up among the snapshot leaves under r. Point reads do not walk
@@ -56,7 +66,7 @@ func (p persisted) getHashed(key []byte, h uint64) ([]byte, bool, error) {
 func (p persisted) lookup(key []byte, h uint64) (uint64, []byte, error) {
 	i, v, found, err := p.s.LookupHashed(key, h)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return 0, nil, readError(err)
 	}
 	if !found {
 		return 0, nil, nil
