@@ -259,7 +259,7 @@ func toInt(v interface{}) (int64, error) {
 	case int64:
 		return x, nil
 	case uint:
-		return int64(x), nil
+		return toInt(uint64(x))
 	case uint8:
 		return int64(x), nil
 	case uint16:

@@ -206,8 +206,8 @@ func runBench(stdout, stderr io.Writer, o benchOptions) (err error) {
 		}
 		defer os.RemoveAll(tmp)
 		dir = filepath.Join(tmp, "db")
-	} else if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
-		return fmt.Errorf("--dir %s is not a directory", dir)
+	} else if err := checkDirDestination(dir); err != nil {
+		return fmt.Errorf("--dir: %w", err)
 	} else if db := enclosingDatabase(dir); db != "" {
 		return fmt.Errorf("--dir %s is inside the database directory %s", dir, db)
 	} else if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -155,7 +158,7 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 // walRange returns the first and last version of the log in dir (0, 0 when
 // it is empty or absent).
 func walRange(dir string) (first, last int64, err error) {
-	if dirSize(dir) == 0 {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return 0, 0, nil
 	}
 	l, err := wal.Open(dir, wal.Options{ReadOnly: true})

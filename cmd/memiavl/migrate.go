@@ -84,6 +84,16 @@ func runImportIAVL(ctx context.Context, w io.Writer, src, dir string, o importIA
 	if len(o.stores) == 0 {
 		o.stores = nil // an empty --stores '' means the default: every store
 	}
+	seen := make(map[string]bool, len(o.stores))
+	for _, s := range o.stores {
+		switch {
+		case s == "":
+			return usagef("--stores holds an empty store name")
+		case seen[s]:
+			return usagef("--stores lists %q twice", s)
+		}
+		seen[s] = true
+	}
 	dir = absDir(dir)
 	if within(dir, src) {
 		return usagef("%s is inside the application database %s, which is only read: choose a directory outside it", dir, src)

@@ -43,7 +43,8 @@ func newExportCmd() *cobra.Command {
 --height (default: the latest version) to <file> as a state-sync snapshot
 stream, the same one a node serves to peers. The file is written under a
 temporary name beside it and renamed when complete. An existing <file> is
-refused unless --force is given, and so is a <file> inside a database
+refused unless --force is given (which replaces only a regular file, not a
+symbolic link, pipe or device), and so is a <file> inside a database
 directory.
 
 ` + streamFormatHelp,
@@ -54,7 +55,7 @@ directory.
 		},
 	}
 	cmd.Flags().Int64Var(&height, "height", 0, "version to export (default: the latest)")
-	cmd.Flags().BoolVar(&force, "force", false, "replace <file> if it exists")
+	cmd.Flags().BoolVar(&force, "force", false, "replace <file> if it exists and is a regular file")
 	return cmd
 }
 
@@ -69,18 +70,23 @@ func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (e
 	if db := enclosingDatabase(file); db != "" {
 		return fmt.Errorf("refusing to write %s inside the database directory %s", file, db)
 	}
+	if err := checkDirDestination(filepath.Dir(file)); err != nil {
+		return err
+	}
 	switch fi, err := os.Lstat(file); {
 	case err == nil && fi.IsDir():
 		return fmt.Errorf("%s is a directory", file)
 	case err == nil && !force:
 		return fmt.Errorf("%s exists; --force replaces it", file)
+	case err == nil && !fi.Mode().IsRegular():
+		// the stream is written beside it and renamed over it, which
+		// would put a regular file in the place of a pipe or a device
+		return fmt.Errorf("%s is not a regular file (%v); --force replaces only regular files", file, fi.Mode().Type())
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	if fi, err := os.Stat(filepath.Dir(file)); err != nil {
-		return err
-	} else if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory", filepath.Dir(file))
+	if _, err := os.Stat(filepath.Dir(file)); err != nil {
+		return fmt.Errorf("directory of %s: %w", file, err)
 	}
 	// compat.SnapshotDB checks the snapshot files the version it exports
 	// comes from before it writes anything
@@ -223,9 +229,6 @@ func runImport(ctx context.Context, w, diag io.Writer, file, dir string, height 
 	dir = absDir(dir)
 	if err := refuseInsideDatabase(dir); err != nil {
 		return err
-	}
-	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
 	}
 	f, err := os.Open(file)
 	if err != nil {

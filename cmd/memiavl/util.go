@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -99,22 +101,9 @@ func listSnapshotVersions(dir string) ([]int64, error) {
 }
 
 // dirSize returns the bytes of the regular files under path (apparent
-// size), 0 if it does not exist.
-func dirSize(path string) int64 {
-	var n int64
-	_ = filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
-}
+// size, through links as sysstat.WalkFiles follows them), 0 if it does not
+// exist.
+func dirSize(path string) int64 { return sysstat.ApparentSize(path) }
 
 func formatBytes(n int64) string {
 	const unit = 1024
@@ -208,11 +197,40 @@ func tornTailText(tt wal.TornTail, version int64, cut bool) string {
 
 // refuseInsideDatabase fails when dir, the destination of a command that
 // creates a database, lies inside one (see enclosingDatabase).
+// It also fails, as checkDirDestination, when dir cannot be a directory.
 func refuseInsideDatabase(dir string) error {
+	if err := checkDirDestination(dir); err != nil {
+		return err
+	}
 	if db := enclosingDatabase(dir); db != "" {
 		return fmt.Errorf("refusing to import into %s, inside the database directory %s", dir, db)
 	}
 	return nil
+}
+
+// checkDirDestination checks a directory that a command is to create or
+// write into: if it exists it must be a directory (links followed), and so
+// must the nearest of its ancestors that exists, so that the failure names
+// the file in the way rather than a path the command would have made up.
+func checkDirDestination(dir string) error {
+	for p := dir; ; {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			return nil
+		case err == nil && p == dir:
+			return fmt.Errorf("%s is not a directory", dir)
+		case err == nil:
+			return fmt.Errorf("%s cannot be a directory: %s is not a directory", dir, p)
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return err
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return nil
+		}
+		p = parent
+	}
 }
 
 // enclosingDatabase returns the database directory that path lies inside

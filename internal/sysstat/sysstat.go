@@ -48,18 +48,87 @@ func PeakRSS() int64 {
 }
 
 // DiskUsage returns the bytes allocated on disk to the regular files under
-// path.
+// path (see WalkFiles).
 func DiskUsage(path string) int64 {
 	var n int64
-	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
-		}
+	WalkFiles(path, func(p string, _ fs.FileInfo) {
 		var st syscall.Stat_t
 		if syscall.Stat(p, &st) == nil {
 			n += st.Blocks * 512
 		}
-		return nil
 	})
 	return n
+}
+
+// ApparentSize returns the sizes of the regular files under path added up
+// (see WalkFiles).
+func ApparentSize(path string) int64 {
+	var n int64
+	WalkFiles(path, func(_ string, fi fs.FileInfo) { n += fi.Size() })
+	return n
+}
+
+// WalkFiles calls fn for each regular file under path, each file once. A
+// symbolic link is followed when it is path itself or leads to a directory
+// outside the directories already walked (a database's log moved to another
+// disk and linked back), and not when it leads into them (a pointer to one
+// of the database's own directories), so nothing is counted twice and a
+// loop of links ends. Unreadable entries are skipped; a path that does not
+// exist has no files.
+func WalkFiles(path string, fn func(path string, fi fs.FileInfo)) {
+	root, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return
+	}
+	var walked []string // resolved roots of the trees walked
+	under := func(p string) bool {
+		for _, w := range walked {
+			if rel, err := filepath.Rel(w, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return true
+			}
+		}
+		return false
+	}
+	var walk func(dir string)
+	var links []string
+	roots := map[string]bool{}
+	walk = func(dir string) {
+		walked = append(walked, dir)
+		roots[dir] = true
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			switch {
+			case d.IsDir() && p != dir && roots[p]:
+				return fs.SkipDir // walked already, from a link to it
+			case d.Type().IsRegular():
+				if fi, err := d.Info(); err == nil {
+					fn(p, fi)
+				}
+			case d.Type()&fs.ModeSymlink != 0:
+				links = append(links, p)
+			}
+			return nil
+		})
+	}
+	walk(root)
+	// links are resolved once every tree they could lead into is known
+	for len(links) > 0 {
+		p := links[0]
+		links = links[1:]
+		target, err := filepath.EvalSymlinks(p)
+		if err != nil || under(target) {
+			continue
+		}
+		fi, err := os.Stat(target)
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			walk(target)
+		case fi.Mode().IsRegular():
+			walked = append(walked, target)
+			fn(target, fi)
+		}
+	}
 }
