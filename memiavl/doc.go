@@ -13,8 +13,9 @@
 // A Tree is used by one goroutine at a time. Copy returns a tree of the
 // last saved version that shares every committed node and may be read by
 // other goroutines while the original changes. Set retains the key and
-// value it is given. A nil key or value is an error (ErrNilKey, ErrNilValue);
-// an empty key or value is valid, as in iavl. The calls that return an
+// value it is given. A nil key or value given to Set or Remove is an error
+// (ErrNilKey, ErrNilValue); an empty key or value is valid, as in iavl, and
+// a read of a nil key reads the empty key, as iavl's do. The calls that return an
 // error report a damaged snapshot they meet as an error wrapping ErrCorrupt
 // instead of faulting; an iterator stops and reports it through Error;
 // Size, Height and RootHash, which return no error, panic with it

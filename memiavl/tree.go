@@ -281,7 +281,8 @@ func (t *Tree) Remove(key []byte) (removed bool, err error) {
 	return removed, nil
 }
 
-// Get returns the value of key, or nil if it is absent. The returned slice
+// Get returns the value of key, or nil if it is absent. A nil key reads the
+// empty key, as in iavl (only mutations refuse it). The returned slice
 // must not be modified; it stays valid after the tree is closed. See
 // GetZeroCopy for a variant that does not copy values out of a snapshot.
 func (t *Tree) Get(key []byte) ([]byte, error) {
@@ -311,7 +312,7 @@ const (
 // get returns the value of key and whether it lies in the snapshot's map,
 // where how says what it does with such a value under its fault guard.
 func (t *Tree) get(key []byte, how int) (value []byte, mapped bool, err error) {
-	if key == nil || t.root.isNil() {
+	if t.root.isNil() {
 		return nil, false, nil
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
