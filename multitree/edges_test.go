@@ -365,3 +365,52 @@ func TestEdgeOptionsAtExtremes(t *testing.T) {
 		edgeCommit(t, db2, "a", "k9", "v")
 	})
 }
+
+// TestEdgeRewriteNothingToWritePrunes: RewriteSnapshot when the current
+// snapshot already holds the last version writes nothing and still prunes
+// the older snapshots beyond SnapshotKeepRecent, and the log before the
+// oldest kept one, as after a write.
+func TestEdgeRewriteNothingToWritePrunes(t *testing.T) {
+	dir := t.TempDir()
+	db := edgeOpen(t, dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1, SnapshotKeepRecent: 10})
+	var want []byte
+	for i := 1; i <= 6; i++ {
+		want = edgeCommit(t, db, "a", fmt.Sprint("k", i), "v")
+		if i%2 == 0 {
+			if err := db.RewriteSnapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := listSnapshots(dir); err != nil || len(got) != 4 {
+		t.Fatalf("snapshots %v (%v), want 0, 2, 4 and 6", got, err)
+	}
+	db = edgeOpen(t, dir, Options{SnapshotInterval: -1, SnapshotKeepRecent: 1})
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil { // waits for the prune
+		t.Fatal(err)
+	}
+	if got, err := listSnapshots(dir); err != nil || len(got) != 2 || got[0] != 4 || got[1] != 6 {
+		t.Fatalf("snapshots %v (%v) after the rewrite with nothing to write, want [4 6]", got, err)
+	}
+	db = edgeOpen(t, dir, Options{})
+	if db.Version() != 6 || !bytes.Equal(db.LastCommitInfo().Hash(), want) {
+		t.Fatalf("reopened at %d with another hash", db.Version())
+	}
+	if v, err := db.ViewAt(5); err != nil {
+		t.Fatalf("version 5, after the kept snapshot 4: %v", err)
+	} else {
+		v.Release()
+	}
+	if _, err := db.ViewAt(3); err == nil {
+		t.Fatal("version 3, before the oldest kept snapshot, still served")
+	}
+	if rep, err := Verify(dir); err != nil {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+}

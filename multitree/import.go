@@ -727,7 +727,14 @@ func (im *Importer) finish() error {
 	if err != nil {
 		return err
 	}
+	finished := false
+	defer func() {
+		if !finished {
+			_ = db.Close() // Finish panicked: the panic goes on, the database is closed
+		}
+	}()
 	err = im.opts.Finish(db)
+	finished = true
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}

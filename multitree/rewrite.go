@@ -534,9 +534,11 @@ func (st *stagedSnapshot) abandon() {
 // version and switches the working trees to it. It is meant for offline
 // use; a background rewrite in progress is waited for first (or until ctx
 // ends). It may be called beside Commit on another goroutine. It refuses
-// with ErrUncommitted while the working version has changes. Old snapshots
-// and log entries are then pruned in the background, as after a background
-// rewrite: removing files can take longer than writing them (on a file
+// with ErrUncommitted while the working version has changes. When the
+// current snapshot already holds the last committed version nothing is
+// written. Either way, snapshots older than the current one beyond
+// SnapshotKeepRecent, and the log entries only they needed, are then pruned
+// in the background, as after a background rewrite: removing files can take longer than writing them (on a file
 // system that discards freed blocks at once), and nothing waits on it.
 // Close waits for the pruning and returns its failure if no Commit has
 // reported it. A checksum mismatch in the files of the current snapshot
@@ -587,6 +589,9 @@ func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
 	}
 	v := db.mu.version
 	if db.mu.gen.version == v {
+		// nothing to write: the current snapshot holds v; older
+		// snapshots beyond SnapshotKeepRecent still go, as after a write
+		db.startPruneLocked()
 		return nil
 	}
 	if err := db.log.Flush(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -314,4 +315,38 @@ func TestCLIImportBadStreams(t *testing.T) {
 			t.Fatalf("import of the %s stream changed the database it failed to replace", name)
 		}
 	}
+}
+
+// TestCLIRewriteNothingToWritePrunes: rewrite-snapshot when the latest
+// version already has the current snapshot writes nothing, and still prunes
+// the older snapshots beyond --keep-recent (with the log only they needed),
+// as a write would; the database keeps its version and app hash.
+func TestCLIRewriteNothingToWritePrunes(t *testing.T) {
+	dir := t.TempDir()
+	makeDB(t, dir, 0.01, 30, 10, 20, 30)
+	os.Remove(filepath.Join(dir, "LOCK"))
+	before := dumpJSON(t, dir)
+	out := mustCLI(t, "rewrite-snapshot", "--keep-recent", "1", dir)
+	if !strings.Contains(out, "nothing to write") || !strings.Contains(out, "pruned: [0 10]") {
+		t.Fatalf("rewrite-snapshot --keep-recent 1: %s", out)
+	}
+	if kept, err := listSnapshotVersions(dir); err != nil || !slices.Equal(kept, []int64{20, 30}) {
+		t.Fatalf("kept snapshots %v (%v), want [20 30]", kept, err)
+	}
+	out = mustCLI(t, "rewrite-snapshot", "--keep-recent", "0", dir)
+	if !strings.Contains(out, "pruned: [20]") {
+		t.Fatalf("rewrite-snapshot --keep-recent 0: %s", out)
+	}
+	if kept, err := listSnapshotVersions(dir); err != nil || !slices.Equal(kept, []int64{30}) {
+		t.Fatalf("kept snapshots %v (%v), want [30]", kept, err)
+	}
+	out = mustCLI(t, "rewrite-snapshot", "--keep-recent", "0", dir)
+	if !strings.Contains(out, "nothing to write") || strings.Contains(out, "pruned") {
+		t.Fatalf("rewrite-snapshot with nothing to prune: %s", out)
+	}
+	after := dumpJSON(t, dir)
+	if after.Version != before.Version || after.AppHash != before.AppHash {
+		t.Fatalf("version %d app hash %s after the prunes, was %d %s", after.Version, after.AppHash, before.Version, before.AppHash)
+	}
+	mustCLI(t, "verify", dir)
 }

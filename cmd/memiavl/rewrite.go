@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -54,7 +55,9 @@ lost. With --rollback every version after V is discarded (the log is cut
 back to V, newer snapshots are removed), as a node's rollback does. If V
 already has a kept snapshot, nothing is written: with --rollback the
 versions after V are still discarded and V becomes current; without it the
-database is left as it is. A rollback is all or nothing: V is recorded
+database is left as it is. When the latest version (or V after a rollback)
+already has the current snapshot, nothing is written either, and the older
+snapshots beyond --keep-recent are still pruned. A rollback is all or nothing: V is recorded
 before anything is discarded, and once it is, every open of the database
 sees V as the latest version; if the command is interrupted or fails after
 that, the next writer (running it again, or the node) finishes it.
@@ -167,9 +170,6 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	}
 	version, base := db.Version(), db.SnapshotVersion()
 	if version == base {
-		if err := db.Close(); err != nil {
-			return err
-		}
 		// the snapshots a rollback removed were kept before it; those
 		// still kept after a plain open are the database's own
 		kept := keptBefore
@@ -184,14 +184,34 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 				newer = append(newer, v)
 			}
 		}
+		leftAsIs := !o.rollback && len(newer) > 0
+		if !leftAsIs {
+			// nothing to write, but the snapshots older than the
+			// current one beyond --keep-recent go, as after a write
+			// (the close waits for the prune)
+			if err := db.RewriteSnapshot(ctx); err != nil {
+				return err
+			}
+		}
+		if err := db.Close(); err != nil {
+			return err
+		}
+		after, err := listSnapshotVersions(dir)
+		if err != nil {
+			return err
+		}
+		pruned := ""
+		if removed := missingFrom(kept, after, base); len(removed) > 0 {
+			pruned = fmt.Sprintf("; older snapshots pruned: %v", removed)
+		}
 		switch {
 		case o.rollback && latestBefore > version:
-			fmt.Fprintf(stdout, "rolled back from version %d to %d, whose snapshot is kept: nothing to write; snapshot %d is current, newer snapshots removed: %v\n",
-				latestBefore, version, base, newer)
-		case len(newer) > 0:
+			fmt.Fprintf(stdout, "rolled back from version %d to %d, whose snapshot is kept: nothing to write; snapshot %d is current, newer snapshots removed: %v%s\n",
+				latestBefore, version, base, newer, pruned)
+		case leftAsIs:
 			fmt.Fprintf(stdout, "snapshot %d already exists: nothing to write; the database is left as it is (current snapshot %d)\n", base, newer[len(newer)-1])
 		default:
-			fmt.Fprintf(stdout, "snapshot %d is already the current snapshot of version %d: nothing to write\n", base, version)
+			fmt.Fprintf(stdout, "snapshot %d is already the current snapshot of version %d: nothing to write%s\n", base, version, pruned)
 		}
 		return nil
 	}
@@ -251,6 +271,18 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	}
 	t.write(stdout)
 	return nil
+}
+
+// missingFrom returns the versions of before, older than base, that after
+// no longer holds.
+func missingFrom(before, after []int64, base int64) []int64 {
+	var out []int64
+	for _, v := range before {
+		if v < base && !slices.Contains(after, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // removeNewerSnapshots has the database remove snapshots newer than the
