@@ -766,7 +766,8 @@ func (im *Importer) swap() error {
 	im.target = im.dir
 	im.owned = false // it is the database now
 	if err := syncDir(filepath.Dir(im.dir)); err != nil {
-		return err
+		// a power loss may still bring the old one back
+		return fmt.Errorf("multitree: the imported database is in place in %s, but the swap could not be made durable: %w", im.dir, err)
 	}
 	_ = unlockDir(im.existLock)
 	im.existLock = nil
