@@ -81,6 +81,13 @@ func (l *Log) appendSync(e *Entry) error {
 	}
 
 	l.w.Lock()
+	// a segment started ahead (startRollAheadLocked) may have failed the
+	// log while this Append waited for the writer: its cut-back must not
+	// be written over
+	if err := l.stickyErr(); err != nil {
+		l.w.Unlock()
+		return err
+	}
 	recs := append(l.w.pend[:0], pendingRecord{data: rec, version: e.Version})
 	err = l.writeLocked(recs)
 	recs[0] = pendingRecord{}

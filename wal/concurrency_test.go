@@ -1,0 +1,592 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// logModel is what the log must hold: the entries of versions first..last
+// and the version the next Append must carry (0: any).
+type logModel struct {
+	entries     map[int64]Entry
+	first, last int64
+	next        int64
+}
+
+// TestLogRandomOps runs random sequences of Append, Flush, TruncateBack,
+// Reset, TruncateFront, RollAt and reopens (under random options) against a
+// model and checks that Replay returns exactly the model's entries.
+func TestLogRandomOps(t *testing.T) {
+	rng := newRand(t)
+	optsList := []Options{
+		{},
+		{AsyncBuffer: 3},
+		{Sync: SyncGrouped, GroupCount: 3},
+		{Sync: SyncGrouped, GroupCount: 3, AsyncBuffer: 2},
+		{Sync: SyncNone},
+		{Sync: SyncNone, AsyncBuffer: 1},
+	}
+	for iter := range 60 {
+		fs := newMemFS()
+		var trace []string
+		pick := func() Options {
+			o := optsList[rng.IntN(len(optsList))]
+			o.fs = fs
+			o.SegmentSize = int64(200 + rng.IntN(800))
+			return o
+		}
+		opts := pick()
+		l := mustOpen(t, memDir, opts)
+		m := logModel{entries: map[int64]Entry{}}
+		fail := func(format string, args ...any) {
+			t.Helper()
+			l.Close()
+			t.Fatalf("iteration %d: %s\ntrace:\n%s", iter, fmt.Sprintf(format, args...), strings.Join(trace, "\n"))
+		}
+		check := func() {
+			t.Helper()
+			if got := l.LastVersion(); got != m.last {
+				fail("LastVersion %d, want %d", got, m.last)
+			}
+			first := l.FirstVersion()
+			if m.last == 0 {
+				if first != 0 {
+					fail("FirstVersion %d of an empty log", first)
+				}
+				return
+			}
+			if first < m.first || first > m.last {
+				fail("FirstVersion %d, model %d..%d", first, m.first, m.last)
+			}
+			got, err := collect(l, first, m.last)
+			if err != nil {
+				fail("replay %d..%d: %v", first, m.last, err)
+			}
+			if int64(len(got)) != m.last-first+1 {
+				fail("replay %d..%d: %d entries", first, m.last, len(got))
+			}
+			for i, e := range got {
+				if d := entryDiff(m.entries[first+int64(i)], e); d != "" {
+					fail("replay: %s", d)
+				}
+			}
+			m.first = first
+		}
+		for range 80 {
+			switch op := rng.IntN(100); {
+			case op < 50: // append a few
+				for range 1 + rng.IntN(4) {
+					v := m.next
+					if v == 0 {
+						v = 1 + rng.Int64N(5)
+					}
+					e := randEntry(rng, v, smallShape)
+					if rng.IntN(4) == 0 {
+						e = Entry{Version: v} // zero change sets
+					}
+					trace = append(trace, fmt.Sprintf("Append(%d)", v))
+					if err := l.Append(e); err != nil {
+						fail("append %d: %v", v, err)
+					}
+					m.entries[v] = e
+					if m.last == 0 {
+						m.first = v
+					}
+					m.last, m.next = v, v+1
+				}
+			case op < 55:
+				trace = append(trace, "Flush")
+				if err := l.Flush(); err != nil {
+					fail("flush: %v", err)
+				}
+			case op < 65:
+				v := m.last - rng.Int64N(8)
+				if v < 0 {
+					v = 0
+				}
+				trace = append(trace, fmt.Sprintf("TruncateBack(%d)", v))
+				if err := l.TruncateBack(v); err != nil {
+					fail("TruncateBack(%d): %v", v, err)
+				}
+				switch {
+				case v == m.last:
+				case v < m.first:
+					m.first, m.last, m.next = 0, 0, v+1
+				default:
+					m.last, m.next = v, v+1
+				}
+			case op < 68:
+				n := 1 + rng.Int64N(m.last+10)
+				trace = append(trace, fmt.Sprintf("Reset(%d)", n))
+				if err := l.Reset(n); err != nil {
+					fail("Reset(%d): %v", n, err)
+				}
+				m.first, m.last, m.next = 0, 0, n
+			case op < 78:
+				v := m.first + rng.Int64N(m.last-m.first+20)
+				trace = append(trace, fmt.Sprintf("TruncateFront(%d)", v))
+				if err := l.TruncateFront(v); err != nil {
+					fail("TruncateFront(%d): %v", v, err)
+				}
+			case op < 90:
+				v := m.last + 1
+				switch rng.IntN(4) {
+				case 0:
+					v = m.last - rng.Int64N(5)
+				case 1:
+					v = m.last + 2 + rng.Int64N(5)
+				}
+				trace = append(trace, fmt.Sprintf("RollAt(%d)", v))
+				l.RollAt(v)
+			default:
+				trace = append(trace, "reopen")
+				if err := l.Close(); err != nil {
+					fail("close: %v", err)
+				}
+				opts = pick()
+				trace = append(trace, fmt.Sprintf("open %+v", Options{Sync: opts.Sync, AsyncBuffer: opts.AsyncBuffer, SegmentSize: opts.SegmentSize}))
+				var err error
+				if l, err = Open(memDir, opts); err != nil {
+					t.Fatalf("iteration %d: reopen: %v\ntrace:\n%s", iter, err, strings.Join(trace, "\n"))
+				}
+				if m.last == 0 {
+					m.next = 0
+				}
+			}
+			check()
+		}
+		if err := l.Close(); err != nil {
+			fail("close: %v", err)
+		}
+	}
+}
+
+// TestLogConcurrentAllModes: appenders, replayers, TruncateFront, RollAt
+// and Flush run at once, in every mode and policy, across many segment
+// rolls; then Close races with a last round of calls.
+func TestLogConcurrentAllModes(t *testing.T) {
+	checkNoLeak(t)
+	for _, o := range []Options{
+		{},
+		{Sync: SyncGrouped, GroupCount: 4},
+		{Sync: SyncNone},
+		{AsyncBuffer: 1},
+		{AsyncBuffer: 4, Sync: SyncGrouped, GroupCount: 4},
+		{AsyncBuffer: 2, Sync: SyncNone},
+	} {
+		t.Run(fmt.Sprintf("sync=%v/async=%d", o.Sync, o.AsyncBuffer), func(t *testing.T) {
+			const n = 400
+			seed := uint64(7)
+			entryOf := func(v int64) Entry {
+				r := rand.New(rand.NewPCG(seed, uint64(v)))
+				return randEntry(r, v, smallShape)
+			}
+			o.fs = newMemFS()
+			o.SegmentSize = 700
+			l := mustOpen(t, memDir, o)
+			var done atomic.Bool
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer done.Store(true)
+				for v := int64(1); v <= n; v++ {
+					if err := l.Append(entryOf(v)); err != nil {
+						t.Errorf("append %d: %v", v, err)
+						return
+					}
+				}
+			}()
+			for r := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for !done.Load() {
+						last := l.LastVersion()
+						if last == 0 {
+							runtime.Gosched()
+							continue
+						}
+						from := l.FirstVersion() + int64(r)
+						if from > last {
+							continue
+						}
+						next := from
+						err := l.Replay(from, last, func(e Entry) error {
+							if e.Version != next {
+								return fmt.Errorf("version %d, want %d", e.Version, next)
+							}
+							if d := entryDiff(entryOf(e.Version), e); d != "" {
+								return errors.New(d)
+							}
+							next++
+							return nil
+						})
+						if err != nil && !(errors.Is(err, ErrVersionNotFound) && from < l.FirstVersion()) {
+							t.Errorf("replay %d..%d: %v", from, last, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; !done.Load(); i++ {
+					last := l.LastVersion()
+					switch i % 3 {
+					case 0:
+						if err := l.TruncateFront(last - 50); err != nil {
+							t.Errorf("truncate front: %v", err)
+							return
+						}
+					case 1:
+						l.RollAt(last + 1)
+					case 2:
+						if err := l.Flush(); err != nil {
+							t.Errorf("flush: %v", err)
+							return
+						}
+					}
+					runtime.Gosched()
+				}
+			}()
+			wg.Wait()
+			if t.Failed() {
+				l.Close()
+				t.FailNow()
+			}
+			mustClose(t, l)
+			o2 := o
+			l = mustOpen(t, memDir, o2)
+			defer l.Close()
+			if l.LastVersion() != n {
+				t.Fatalf("reopened at %d", l.LastVersion())
+			}
+			want := make([]Entry, n)
+			for v := int64(1); v <= n; v++ {
+				want[v-1] = entryOf(v)
+			}
+			checkReplay(t, l, want)
+		})
+	}
+}
+
+// TestLogCloseWhileAppendsBlock: Close while Appends block on a full queue
+// and Flushes wait: every call returns, and what Append acknowledged is in
+// the log after a reopen.
+func TestLogCloseWhileAppendsBlock(t *testing.T) {
+	checkNoLeak(t)
+	for _, o := range []Options{{AsyncBuffer: 1}, {AsyncBuffer: 2, Sync: SyncGrouped}, {AsyncBuffer: 1, Sync: SyncNone}} {
+		for iter := range 20 {
+			fs := newMemFS()
+			o.fs = fs
+			l := mustOpen(t, memDir, o)
+			var next atomic.Int64
+			next.Store(1)
+			var mu sync.Mutex
+			acked := int64(0)
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						mu.Lock()
+						v := next.Load()
+						err := l.Append(Entry{Version: v})
+						if err == nil {
+							next.Add(1)
+							acked = v
+						}
+						mu.Unlock()
+						if errors.Is(err, ErrClosed) {
+							return
+						}
+						if err != nil {
+							t.Errorf("append %d: %v", v, err)
+							return
+						}
+					}
+				}()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						err := l.Flush()
+						if errors.Is(err, ErrClosed) {
+							return
+						}
+						if err != nil {
+							t.Errorf("flush: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			for l.LastVersion() < int64(5+iter) {
+				runtime.Gosched()
+			}
+			if err := l.Close(); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			wg.Wait()
+			o2 := o
+			l = mustOpen(t, memDir, o2)
+			if l.LastVersion() != acked {
+				t.Fatalf("reopened at %d, %d acknowledged", l.LastVersion(), acked)
+			}
+			mustClose(t, l)
+		}
+	}
+}
+
+// TestLogReadOnlyBesideWriter opens the log read-only, again and again,
+// on the real file system while a writer appends across segment rolls in
+// each mode: every open must succeed and replay a correct prefix, never
+// report corruption. With prune, the writer's TruncateFront removes old
+// segments, which a read-only open or its replay may find gone.
+func TestLogReadOnlyBesideWriter(t *testing.T) {
+	for _, o := range []Options{
+		{},
+		{Sync: SyncNone},
+		{AsyncBuffer: 4, Sync: SyncNone},
+	} {
+		for _, prune := range []bool{false, true} {
+			t.Run(fmt.Sprintf("sync=%v/async=%d/prune=%v", o.Sync, o.AsyncBuffer, prune), func(t *testing.T) {
+				dir := t.TempDir()
+				seed := uint64(11)
+				entryOf := func(v int64) Entry {
+					r := rand.New(rand.NewPCG(seed, uint64(v)))
+					return randEntry(r, v, entryShape{stores: 2, pairs: 8, keyLen: 8, valueLen: 900})
+				}
+				o.SegmentSize = 16 << 10
+				l := mustOpen(t, dir, o)
+				defer l.Close()
+				mustAppend(t, l, entryOf(1))
+				if err := l.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				var done atomic.Bool
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer done.Store(true)
+					for v := int64(2); v <= 1500; v++ {
+						if err := l.Append(entryOf(v)); err != nil {
+							t.Errorf("append %d: %v", v, err)
+							return
+						}
+						if v%100 == 0 {
+							l.RollAt(v + 1)
+						}
+						if prune && v%50 == 0 {
+							if err := l.TruncateFront(v - 200); err != nil {
+								t.Errorf("truncate front: %v", err)
+								return
+							}
+						}
+					}
+				}()
+				opens := 0
+				for !done.Load() || opens < 3 {
+					r, err := Open(dir, Options{ReadOnly: true})
+					if prune && errors.Is(err, iofs.ErrNotExist) {
+						continue // a segment listed, then removed by TruncateFront
+					}
+					if err != nil {
+						t.Errorf("read-only open %d: %v", opens, err)
+						break
+					}
+					opens++
+					if last := r.LastVersion(); last > 0 {
+						next := r.FirstVersion()
+						err := r.Replay(next, last, func(e Entry) error {
+							if d := entryDiff(entryOf(e.Version), e); d != "" {
+								return errors.New(d)
+							}
+							next++
+							return nil
+						})
+						if err != nil && !(prune && errors.Is(err, iofs.ErrNotExist)) {
+							t.Errorf("read-only replay: %v", err)
+						}
+					}
+					r.Close()
+					if t.Failed() {
+						break
+					}
+				}
+				wg.Wait()
+			})
+		}
+	}
+}
+
+// blockedIn waits until some goroutine's stack shows fn blocked on a
+// mutex (sync.(*Mutex).Lock called from fn).
+func blockedIn(t *testing.T, fn string) {
+	t.Helper()
+	waitUntil(t, fn+" blocked on a mutex", func() bool {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if i := strings.Index(g, "sync.(*Mutex).Lock"); i >= 0 && strings.Contains(g[i:], fn+"(") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestAppendAfterFailedRollAhead: a synchronous Append that waits for
+// the writer while a roll started ahead of its record (by RollAt, or by the
+// Append before it, whose record filled the segment) fails its fsync. The
+// failed fsync cuts the segment back to what was durable and fails the
+// log; the waiting Append must then return the sticky error. It must not
+// roll on its own, write its record into a new segment after the cut one
+// (a gap: versions 1..3 are gone, 4 is there) and return nil.
+func TestAppendAfterFailedRollAhead(t *testing.T) {
+	checkNoLeak(t)
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		// RollAt(4) starts the roll once 3 is written
+		{"RollAt/grouped", Options{Sync: SyncGrouped, GroupCount: 1000, GroupInterval: time.Hour}},
+		// 3 records of 24 bytes fill the segment: the Append of 3 starts the roll
+		{"full/none", Options{Sync: SyncNone, SegmentSize: segmentHeaderSize + 3*24 + 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := newMemFS()
+			opts := tc.opts
+			opts.fs = fs
+			l := mustOpen(t, memDir, opts)
+			mustAppend(t, l, Entry{Version: 1}, Entry{Version: 2}) // written, not fsynced
+			inSync := make(chan struct{})
+			release := make(chan struct{})
+			var calls atomic.Int64
+			fs.setHook(func(op, _ string) error {
+				if op == "sync" && calls.Add(1) == 1 {
+					close(inSync)
+					<-release
+					return errInjected // the roll's fsync of the finished segment
+				}
+				return nil
+			})
+			if err := l.Append(Entry{Version: 3}); err != nil {
+				t.Fatal(err)
+			}
+			if opts.SegmentSize == 0 {
+				l.RollAt(4)
+			}
+			<-inSync // the roll, on a goroutine of the log, holds the writer in its fsync
+			result := make(chan error, 1)
+			go func() { result <- l.Append(Entry{Version: 4}) }()
+			blockedIn(t, "appendSync") // past its checks, waiting for the writer
+			close(release)
+			err := <-result
+			l.rollAhead.Wait()
+			if cerr := l.Close(); !errors.Is(cerr, errInjected) {
+				t.Errorf("close: %v, want the injected error", cerr)
+			}
+			fs.setHook(nil)
+			if err == nil {
+				t.Errorf("Append(4) returned nil after the log failed; segments now %v", fs.names(memDir))
+			}
+			r, err := Open(memDir, opts)
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			defer r.Close()
+			if err := r.Verify(); err != nil {
+				t.Errorf("reopened log %d..%d: %v", r.FirstVersion(), r.LastVersion(), err)
+			}
+		})
+	}
+}
+
+// TestLogAsyncFailureLaterCalls: after the background writer fails, a
+// Replay waiting for an entry it never writes, Appends blocked on the full
+// queue, and later calls of every kind return (the sticky error where the
+// log must be reopened), and Close joins everything.
+func TestLogAsyncFailureLaterCalls(t *testing.T) {
+	checkNoLeak(t)
+	for _, o := range []Options{{AsyncBuffer: 1}, {AsyncBuffer: 3, Sync: SyncGrouped}, {AsyncBuffer: 2, Sync: SyncNone}} {
+		fs := newMemFS()
+		o.fs = fs
+		o.SegmentSize = 300
+		l := mustOpen(t, memDir, o)
+		for v := int64(1); v <= 10; v++ {
+			mustAppend(t, l, Entry{Version: v, ChangeSets: []ChangeSet{{Name: "s", Pairs: []KVPair{{Key: []byte("k"), Value: make([]byte, 40)}}}}})
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		inWrite := make(chan struct{})
+		release := make(chan struct{})
+		var once sync.Once
+		fs.setHook(func(op, _ string) error {
+			if op != "write" {
+				return nil
+			}
+			once.Do(func() { close(inWrite) })
+			<-release
+			return errInjected
+		})
+		mustAppend(t, l, Entry{Version: 11})
+		<-inWrite
+		for v := int64(12); v < 12+int64(o.AsyncBuffer); v++ {
+			mustAppend(t, l, Entry{Version: v})
+		}
+		last := l.LastVersion()
+		replayDone := make(chan error, 1)
+		go func() { _, err := collect(l, 1, last); replayDone <- err }()
+		appendDone := make(chan error, 1)
+		go func() { appendDone <- l.Append(Entry{Version: last + 1}) }()
+		flushDone := make(chan error, 1)
+		go func() { flushDone <- l.Flush() }()
+		close(release)
+		for name, ch := range map[string]chan error{"replay": replayDone, "append": appendDone, "flush": flushDone} {
+			if err := <-ch; !errors.Is(err, errInjected) {
+				t.Errorf("%v: %s: %v, want the injected error", o.Sync, name, err)
+			}
+		}
+		fs.setHook(nil)
+		l.RollAt(l.LastVersion() + 1)
+		for name, err := range map[string]error{
+			"truncate back": l.TruncateBack(5),
+			"reset":         l.Reset(3),
+		} {
+			if !errors.Is(err, errInjected) {
+				t.Errorf("%v: %s after failure: %v", o.Sync, name, err)
+			}
+		}
+		if err := l.TruncateFront(5); err != nil {
+			t.Errorf("truncate front after failure: %v", err)
+		}
+		if _, err := collect(l, l.FirstVersion(), 10); err != nil {
+			t.Errorf("replay of written entries after failure: %v", err)
+		}
+		if err := l.Close(); !errors.Is(err, errInjected) {
+			t.Errorf("close: %v", err)
+		}
+		if err := l.Close(); !errors.Is(err, ErrClosed) {
+			t.Errorf("second close: %v", err)
+		}
+		l = mustOpen(t, memDir, o)
+		if l.LastVersion() != 10 {
+			t.Errorf("reopened at %d, want 10", l.LastVersion())
+		}
+		mustClose(t, l)
+	}
+}
