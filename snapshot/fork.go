@@ -90,8 +90,16 @@ func (w *Writer) hasLastKey() bool { return w.leafCount > w.leafBase }
 // was told), p exactly one complete subtree, and p's first key must follow
 // w's last. The subtree is then pending in w as if w had written it itself,
 // and the files are the same bytes as if it had. Join removes p's scratch
-// files whatever happens; after a failed Join, w is failed.
+// files whatever happens; after a failed Join, w is failed. A p that is not
+// w's fork (nil, w itself, another writer or another writer's fork) is
+// refused and left as it is.
 func (w *Writer) Join(p *Writer) error {
+	if p == nil || p == w || p.parent != w {
+		if err := w.usable(); err != nil {
+			return err
+		}
+		return w.fail(fmt.Errorf("%w: join of a writer not forked from this one", ErrTreeShape))
+	}
 	if err := w.usable(); err != nil {
 		_ = p.Abort()
 		return err

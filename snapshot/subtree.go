@@ -49,6 +49,9 @@ func (w *Writer) addSubtree(s *Snapshot, r Ref) error {
 	if err := w.usable(); err != nil {
 		return err
 	}
+	if s == nil {
+		return w.fail(fmt.Errorf("%w: bulk copy from a nil snapshot", ErrInvalidNode))
+	}
 	if s.closed.Load() {
 		return w.fail(ErrClosed)
 	}

@@ -104,6 +104,7 @@ func (s *Snapshot) VerifyChecksums(ctx context.Context, files ...string) (err er
 type ChecksumCheck struct {
 	files   []checkedFile
 	limiter Limiter
+	done    bool // Run or Close closed the files
 }
 
 // SetLimiter makes Run wait for l before each read from the files, as
@@ -120,7 +121,10 @@ type checkedFile struct {
 
 // NewChecksumCheck opens the named data files (none names them all) for a
 // check of their checksums against meta, which Run does. Run or Close
-// must follow, to close them.
+// must follow, to close them; a check runs once. A name that is not one
+// of the data files (FileLeaves, FileBranches, FileKVs, FileIndex,
+// FileLookup) is an error; a file the snapshot's format does not have (the
+// lookup table of format version 1) is skipped.
 func (s *Snapshot) NewChecksumCheck(files ...string) (*ChecksumCheck, error) {
 	return s.newChecksumCheck(false, files...)
 }
@@ -131,6 +135,11 @@ func (s *Snapshot) NewChecksumCheck(files ...string) (*ChecksumCheck, error) {
 func (s *Snapshot) newChecksumCheck(viaMapping bool, files ...string) (*ChecksumCheck, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
+	}
+	for _, name := range files {
+		if !slices.Contains(dataFileNames[:], name) {
+			return nil, fmt.Errorf("snapshot: checksum check of %q, which is not a data file (%v)", name, dataFileNames)
+		}
 	}
 	c := &ChecksumCheck{}
 	for i := range dataFileNames[:dataFiles(s.format)] {
@@ -190,6 +199,9 @@ func (s *Snapshot) reopen(i int, path string, viaMapping bool) (*os.File, error)
 // for a mismatch, and one wrapping ErrCorrupt for a file shorter than meta
 // records.
 func (c *ChecksumCheck) Run(ctx context.Context) error {
+	if c.done {
+		return fmt.Errorf("%w: the checksum check has run or was closed", ErrClosed)
+	}
 	defer c.Close()
 	pace := pacer{l: c.limiter, ctx: ctx}
 	var buf []byte
@@ -244,6 +256,7 @@ func (cf *checkedFile) crc(ctx context.Context, pace *pacer, buf []byte) (uint32
 
 // Close closes the files of a check that does not run.
 func (c *ChecksumCheck) Close() error {
+	c.done = true
 	var errs []error
 	for i := range c.files {
 		if f := c.files[i].f; f != nil {
