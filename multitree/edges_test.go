@@ -414,3 +414,43 @@ func TestEdgeRewriteNothingToWritePrunes(t *testing.T) {
 		t.Fatalf("verify: %+v %v", rep, err)
 	}
 }
+
+// TestEdgeRewriteSwitchPublishes: a RewriteSnapshot that switches to a
+// finished background rewrite and then has nothing to write moves readers
+// to the new snapshot at once (views opened after it read the new snapshot),
+// not at the next commit.
+func TestEdgeRewriteSwitchPublishes(t *testing.T) {
+	db := edgeOpen(t, t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 2, SnapshotKeepRecent: 0})
+	edgeCommit(t, db, "a", "k1", "v1")
+	want := edgeCommit(t, db, "a", "k2", "v2") // starts the rewrite of version 2
+	db.mu.Lock()
+	job := db.mu.rewrite
+	db.mu.Unlock()
+	if job == nil {
+		t.Fatal("no background rewrite after version 2")
+	}
+	<-job.done
+	snapOf := func() int64 {
+		v, err := db.View()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Release()
+		if s := v.Tree("a").Snapshot(); s != nil {
+			return s.Version()
+		}
+		return -1
+	}
+	if got := snapOf(); got == 2 {
+		t.Fatal("readers on the rewritten snapshot before any switch")
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapOf(); got != 2 {
+		t.Fatalf("a view after the switch reads the snapshot of version %d, want 2", got)
+	}
+	if db.SnapshotVersion() != 2 || !bytes.Equal(db.LastCommitInfo().Hash(), want) {
+		t.Fatalf("snapshot %d, or another app hash", db.SnapshotVersion())
+	}
+}

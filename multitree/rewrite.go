@@ -591,6 +591,12 @@ func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
 	if db.mu.gen.version == v {
 		// nothing to write: the current snapshot holds v; older
 		// snapshots beyond SnapshotKeepRecent still go, as after a write
+		if st := db.state.Load(); st != nil && st.gen != db.mu.gen {
+			// a background rewrite was switched to above: readers
+			// move to it now, not at the next commit, so that the
+			// old snapshot can be unmapped and pruned
+			db.publishLocked()
+		}
 		db.startPruneLocked()
 		return nil
 	}
