@@ -100,6 +100,11 @@ func (l *Log) rewriteTail(cut func(segs []segment, last int64) (int64, error)) e
 	}
 	l.w.Lock()
 	defer l.w.Unlock()
+	// a segment started ahead (startRollAheadLocked, also by Open) may
+	// have failed the log while this call waited for the writer
+	if err := l.stickyErr(); err != nil {
+		return err
+	}
 
 	l.mu.Lock()
 	segs := append([]segment(nil), l.mu.segments...)
