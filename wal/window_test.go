@@ -45,7 +45,7 @@ func TestTruncateBackAfterFailedRollAhead(t *testing.T) {
 		return nil
 	})
 	l = mustOpen(t, memDir, relaxed) // starts the roll to segment 6
-	<-inSyncDir                       // the roll holds the writer
+	<-inSyncDir                      // the roll holds the writer
 	result := make(chan error, 1)
 	go func() { result <- l.TruncateBack(3) }()
 	blockedIn(t, "rewriteTail") // past its checks, waiting for the writer
