@@ -537,9 +537,10 @@ func (st *stagedSnapshot) abandon() {
 // with ErrUncommitted while the working version has changes. When the
 // current snapshot already holds the last committed version nothing is
 // written. Either way, snapshots older than the current one beyond
-// SnapshotKeepRecent, and the log entries only they needed, are then pruned
-// in the background, as after a background rewrite: removing files can take longer than writing them (on a file
-// system that discards freed blocks at once), and nothing waits on it.
+// SnapshotKeepRecent, and the log entries only they needed, are then
+// pruned in the background, as after a background rewrite: removing files
+// can take longer than writing them (on a file system that discards freed
+// blocks at once), and nothing waits on it.
 // Close waits for the pruning and returns its failure if no Commit has
 // reported it. A checksum mismatch in the files of the current snapshot
 // that the write copies from fails it with ErrCorrupt (see
