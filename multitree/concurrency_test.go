@@ -114,6 +114,11 @@ func besideRun(t *testing.T, c besideConfig) {
 		heldMu  sync.Mutex
 		held    []*View
 	)
+	// a RewriteSnapshot waits for a background rewrite, which DelayRewrites
+	// holds until more versions are committed: once the writer stops, the
+	// wait is cancelled
+	rwCtx, rwCancel := context.WithCancel(context.Background())
+	defer rwCancel()
 	fail := func(err error) {
 		errMu.Lock()
 		if len(errs) < 10 {
@@ -121,6 +126,7 @@ func besideRun(t *testing.T, c besideConfig) {
 		}
 		errMu.Unlock()
 		stop.Store(true)
+		rwCancel()
 	}
 	goLoop := func(g int, fn func(r *rand.Rand) error) {
 		wg.Add(1)
@@ -256,12 +262,14 @@ func besideRun(t *testing.T, c besideConfig) {
 	})
 	if c.rewrites {
 		goLoop(4, func(r *rand.Rand) error {
-			err := db.RewriteSnapshot(context.Background())
+			err := db.RewriteSnapshot(rwCtx)
 			switch {
 			case err == nil:
 				rws.Add(1)
 				return nil
 			case errors.Is(err, ErrUncommitted):
+				return nil
+			case stop.Load() && errors.Is(err, context.Canceled):
 				return nil
 			case closing.Load() && errors.Is(err, ErrClosed):
 				return nil
@@ -394,6 +402,7 @@ writer:
 		}
 	}
 	stop.Store(true)
+	rwCancel()
 	wg.Wait()
 	// held views serve their versions until released, even after Close
 	heldMu.Lock()
