@@ -490,27 +490,7 @@ func TestAppendAfterFailedRollAhead(t *testing.T) {
 				l.RollAt(4)
 			}
 			<-inSync // the roll, on a goroutine of the log, holds the writer in its fsync
-			result := make(chan error, 1)
-			go func() { result <- l.Append(Entry{Version: 4}) }()
-			blockedIn(t, "appendSync") // past its checks, waiting for the writer
-			close(release)
-			err := <-result
-			l.rollAhead.Wait()
-			if cerr := l.Close(); !errors.Is(cerr, errInjected) {
-				t.Errorf("close: %v, want the injected error", cerr)
-			}
-			fs.setHook(nil)
-			if err == nil {
-				t.Errorf("Append(4) returned nil after the log failed; segments now %v", fs.names(memDir))
-			}
-			r, err := Open(memDir, opts)
-			if err != nil {
-				t.Fatalf("reopen: %v", err)
-			}
-			defer r.Close()
-			if err := r.Verify(); err != nil {
-				t.Errorf("reopened log %d..%d: %v", r.FirstVersion(), r.LastVersion(), err)
-			}
+			besideFailedRoll(t, l, fs, opts, release, "Append(4)", "appendSync", func() error { return l.Append(Entry{Version: 4}) })
 		})
 	}
 }

@@ -46,9 +46,19 @@ func TestTruncateBackAfterFailedRollAhead(t *testing.T) {
 	})
 	l = mustOpen(t, memDir, relaxed) // starts the roll to segment 6
 	<-inSyncDir                      // the roll holds the writer
+	besideFailedRoll(t, l, fs, relaxed, release, "TruncateBack(3)", "rewriteTail", func() error { return l.TruncateBack(3) })
+}
+
+// besideFailedRoll runs call (named what) on another goroutine while a
+// segment started ahead holds the writer, lets the roll fail (release) once
+// call waits for the writer in the function waitsIn, and checks that call
+// returned the failure, that Close reports it, and that the log reopens
+// with opts and verifies.
+func besideFailedRoll(t *testing.T, l *Log, fs *memFS, opts Options, release chan struct{}, what, waitsIn string, call func() error) {
+	t.Helper()
 	result := make(chan error, 1)
-	go func() { result <- l.TruncateBack(3) }()
-	blockedIn(t, "rewriteTail") // past its checks, waiting for the writer
+	go func() { result <- call() }()
+	blockedIn(t, waitsIn) // past its checks, waiting for the writer
 	close(release)
 	err := <-result
 	l.rollAhead.Wait()
@@ -57,9 +67,9 @@ func TestTruncateBackAfterFailedRollAhead(t *testing.T) {
 	}
 	fs.setHook(nil)
 	if err == nil {
-		t.Errorf("TruncateBack(3) returned nil after the log failed; segments now %v", fs.names(memDir))
+		t.Errorf("%s returned nil after the log failed; segments now %v", what, fs.names(memDir))
 	}
-	r, err := Open(memDir, relaxed)
+	r, err := Open(memDir, opts)
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}

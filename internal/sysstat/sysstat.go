@@ -89,10 +89,9 @@ func WalkFiles(path string, fn func(path string, fi fs.FileInfo)) {
 		}
 		return false
 	}
-	var walk func(dir string)
 	var links []string
 	roots := map[string]bool{}
-	walk = func(dir string) {
+	walk := func(dir string) {
 		walked = append(walked, dir)
 		roots[dir] = true
 		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
