@@ -20,7 +20,6 @@ import (
 	ics23 "github.com/cosmos/ics23/go"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
-	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
 type orOp struct {
@@ -175,18 +174,8 @@ func orReopen(t *testing.T, tr *memiavl.Tree) *memiavl.Tree {
 	if err := tr.WriteSnapshot(context.Background(), dir, opts...); err != nil {
 		t.Fatal(err)
 	}
-	s, err := snapshot.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, nt := openSnapshot(t, dir)
 	t.Cleanup(func() { s.Close() })
-	if err := s.Verify(); err != nil {
-		t.Fatal(err)
-	}
-	nt, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return nt
 }
 
