@@ -156,7 +156,16 @@ func restoreDB(dir string, height uint64, format uint32, protoReader protoio.Rea
 		return snapshottypes.SnapshotItem{}, err
 	}
 	defer im.Close()
-	next, stores, err := restoreStream(im, protoReader)
+	var only map[string]struct{}
+	if allStores {
+		// exactly the mounted IAVL stores, also when none is mounted (an
+		// empty opts.InitialStores lets the importer take any name)
+		only = make(map[string]struct{}, len(opts.InitialStores))
+		for _, name := range opts.InitialStores {
+			only[name] = struct{}{}
+		}
+	}
+	next, stores, err := restoreStream(im, protoReader, only)
 	if err != nil {
 		return snapshottypes.SnapshotItem{}, err
 	}
@@ -181,8 +190,10 @@ func restoreDB(dir string, height uint64, format uint32, protoReader protoio.Rea
 
 // restoreStream feeds the stores of the stream to im and returns the item
 // that ended it (the zero item at the end of the stream) and the names of
-// the stores the stream held.
-func restoreStream(im *multitree.Importer, r protoio.Reader) (_ snapshottypes.SnapshotItem, stores map[string]struct{}, _ error) {
+// the stores the stream held. A non-nil only is the set of store names the
+// stream may hold (the multistore's mounted IAVL stores): another is
+// refused before it is imported, with rootmulti's words.
+func restoreStream(im *multitree.Importer, r protoio.Reader, only map[string]struct{}) (_ snapshottypes.SnapshotItem, stores map[string]struct{}, _ error) {
 	stores = make(map[string]struct{})
 	var (
 		cur     *memiavl.Importer
@@ -222,6 +233,10 @@ func restoreStream(im *multitree.Importer, r protoio.Reader) (_ snapshottypes.Sn
 			if len(stores) > 0 && name <= curName {
 				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: store %q after %q: stores must come once each, in name order",
 					ErrSnapshotStream, items, name, curName)
+			}
+			if _, ok := only[name]; only != nil && !ok {
+				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: cannot import into non-IAVL store %q (not a mounted IAVL store)",
+					ErrSnapshotStream, items, name)
 			}
 			cur, err = im.AddStore(name)
 			if err != nil {
