@@ -205,6 +205,9 @@ func (rb *Rebaser) Rebase(ctx context.Context, t *Tree) (_ *Tree, err error) {
 	if rb.err != nil {
 		return nil, rb.err
 	}
+	if t == nil {
+		return nil, fmt.Errorf("%w: nil tree", ErrRebase)
+	}
 	defer func() {
 		if err != nil {
 			rb.err = err

@@ -57,8 +57,13 @@ type Tree struct {
 	// next holds the keys changed since next.from (StartNextTouches): the
 	// touched set of this tree's rebase onto a snapshot of that version.
 	next *touchSet
-	// dirty is set by Set and Remove and cleared by saving.
+	// dirty is set by changes (a Set, a Remove that removed) and
+	// cleared by saving.
 	dirty bool
+	// deferred is set by SaveVersionDeferHash: nodes of the saved version
+	// may be unhashed, also ones later changes made unreachable from the
+	// working root, which Copy and Rebase still hand out (see hashRoot).
+	deferred bool
 }
 
 // New returns an empty tree.
@@ -188,9 +193,10 @@ func (t *Tree) Copy() *Tree {
 }
 
 // record notes that key is about to change, for the touched sets: before
-// the change, so that a change that fails half way is noted too.
+// the change, so that a change that fails half way is noted too. Noting a
+// key that then does not change (a Remove of an absent key) only costs
+// later reads of it a descent.
 func (t *Tree) record(key []byte) {
-	t.dirty = true
 	if t.touched == nil && t.next == nil {
 		return
 	}
@@ -248,6 +254,7 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverCorrupt(&err, t.pers.s)
 	t.record(key)
+	t.dirty = true
 	t.changes++
 	v := t.WorkingVersion()
 	if t.root.isNil() {
@@ -270,6 +277,14 @@ func (t *Tree) Remove(key []byte) (removed bool, err error) {
 	if t.root.isNil() {
 		return false, nil
 	}
+	// a removal, or one that failed half way through (it may have changed
+	// nodes of the working version in place), is an unsaved change; a
+	// Remove of an absent key changes nothing
+	defer func() {
+		if removed || err != nil {
+			t.dirty = true
+		}
+	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverCorrupt(&err, t.pers.s)
 	t.record(key)
@@ -380,7 +395,7 @@ func (t *Tree) RootHash() []byte {
 // RootHashChecked returns the hash of the working tree as RootHash does, or
 // an error wrapping ErrCorrupt when the snapshot cannot be read.
 func (t *Tree) RootHashChecked() ([]byte, error) {
-	if t.root.isNil() {
+	if t.root.isNil() && !t.deferred {
 		return nodehash.Empty(), nil
 	}
 	return t.rootHash()
@@ -391,7 +406,7 @@ func (t *Tree) RootHashChecked() ([]byte, error) {
 // of panicking: it is meant for hashing ahead of SaveVersion on another
 // goroutine, which must be the only one using the tree meanwhile.
 func (t *Tree) ComputeHashes() (err error) {
-	if t.root.isNil() {
+	if t.root.isNil() && !t.deferred {
 		return nil
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -407,14 +422,27 @@ func (t *Tree) rootHash() (h []byte, err error) {
 }
 
 // hashRoot computes the hashes of the changed nodes, splitting the work
-// when there are many, and returns the root's. It panics with a
+// when there are many, and returns the root's. After SaveVersionDeferHash
+// it hashes the saved version too: the nodes that changes since made
+// unreachable from the working root are still the saved version's, which
+// Copy hands out to be read on other goroutines. It panics with a
 // corruptError on a corrupt snapshot.
 func (t *Tree) hashRoot() []byte {
 	if t.changes >= parallelHashChanges {
 		t.hashParallel(t.root, parallelHashDepth)
 	}
 	t.changes = 0
-	return t.hashOf(t.root)
+	h := nodehash.Empty()
+	if !t.root.isNil() {
+		h = t.hashOf(t.root)
+	}
+	if t.deferred {
+		if !t.saved.isNil() {
+			t.hashOf(t.saved) // the nodes it shares with the root are hashed
+		}
+		t.deferred = false
+	}
+	return h
 }
 
 const (
@@ -473,10 +501,15 @@ func (t *Tree) SaveVersion() ([]byte, int64, error) {
 		t.version = t.WorkingVersion()
 		t.saved = t.root
 		t.dirty = false
+		t.deferred = false
 		return nodehash.Empty(), t.version, nil
 	}
+	// the saved version this replaces needs no hashes of its own
+	deferred := t.deferred
+	t.deferred = false
 	h, err := t.rootHash()
 	if err != nil {
+		t.deferred = deferred
 		return nil, 0, err
 	}
 	t.version = t.WorkingVersion()
@@ -504,6 +537,7 @@ func (t *Tree) SaveVersionDeferHash() (int64, error) {
 	t.version = t.WorkingVersion()
 	t.saved = t.root
 	t.dirty = false
+	t.deferred = true
 	return t.version, nil
 }
 
