@@ -72,8 +72,12 @@ type MultiStore struct {
 	// the map is not changed once stored.
 	removing atomic.Pointer[map[string]bool]
 	// dropped are the keys of those stores, whose droppedStore the next
-	// Commit retires
+	// Commit retires and unmounts. A reload before that Commit removes
+	// them again (rootmulti's removal map lasts until the Commit too).
 	dropped []types.StoreKey
+	// retired are the keys a Commit unmounted, which the next load removes
+	// from keysByName (queries read that map concurrently)
+	retired []types.StoreKey
 
 	initialVersion int64
 
@@ -339,7 +343,13 @@ func (s *MultiStore) checkUpgrades(ver int64, upgrades *types.StoreUpgrades) err
 		return nil
 	}
 	names, err := db.StoreNamesAt(ver)
-	if err != nil {
+	switch {
+	case errors.Is(err, multitree.ErrBeforeFirstVersion):
+		return noCommitInfo{} // never committed: rootmulti's answer
+	case errors.Is(err, multitree.ErrVersion):
+		// no longer kept: the open at it would fail after closing
+		return fmt.Errorf("cannot load version %d: %w", ver, err)
+	case err != nil:
 		return nil
 	}
 	_, _, err = s.planUpgradesOf(names, ver, upgrades, false)
@@ -353,11 +363,11 @@ func (s *MultiStore) checkLoad(ver int64) error {
 		case types.StoreTypeIAVL:
 		case types.StoreTypeTransient:
 			if _, ok := key.(*types.TransientStoreKey); !ok {
-				return fmt.Errorf("invalid StoreKey for StoreTypeTransient: %s", key.String())
+				return fmt.Errorf("failed to load store: invalid StoreKey for StoreTypeTransient: %s", key.String())
 			}
 		case types.StoreTypeMemory:
 			if _, ok := key.(*types.MemoryStoreKey); !ok {
-				return fmt.Errorf("unexpected key type for a MemoryStoreKey; got: %s", key.String())
+				return fmt.Errorf("failed to load store: unexpected key type for a MemoryStoreKey; got: %s", key.String())
 			}
 		default:
 			return fmt.Errorf("%w: store %q of type %v (IAVL, transient and memory stores are supported)", ErrUnsupportedStoreType, key.Name(), typ)
@@ -424,7 +434,6 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	}
 	gone := make(map[string]bool, len(removed))
 	for _, key := range removed {
-		delete(s.storeTypes, key)
 		gone[key.Name()] = true
 	}
 	s.removing.Store(&gone)
@@ -434,6 +443,9 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	s.stores = make(map[types.StoreKey]types.CommitKVStore, len(s.storeTypes))
 	s.trees = s.trees[:0]
 	for key, typ := range s.storeTypes {
+		if gone[key.Name()] && typ == types.StoreTypeIAVL {
+			continue // a droppedStore, below
+		}
 		switch typ {
 		case types.StoreTypeIAVL:
 			st := &TreeStore{ms: s, db: db, name: key.Name(), zeroCopy: s.cfg.ZeroCopy}
@@ -448,7 +460,7 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	// rootmulti keeps a removed store, emptied, until the next Commit
 	s.dropped = removed
 	for _, key := range removed {
-		d := &droppedStore{Store: mem.NewStore()}
+		d := &droppedStore{Store: mem.NewStore(), ms: s, name: key.Name()}
 		if info := db.LastCommitInfo(); info != nil {
 			for _, si := range info.StoreInfos {
 				if si.Name == key.Name() {
@@ -470,13 +482,24 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 // (deleted, or renamed to another mounted store) until the next Commit, as
 // rootmulti keeps such a store, emptied, in the multistore until then: it
 // reads empty, and what is written to it is dropped with it. It is outside
-// the commit info. After the Commit it is gone: the lookups of the
+// the commit info. A load before that Commit removes the store again (with
+// a new droppedStore). After the Commit it is gone: the lookups of the
 // multistore no longer find it (the map of stores, which queries read
 // concurrently, is not changed).
 type droppedStore struct {
 	*mem.Store
+	ms   *MultiStore
+	name string
 	last types.CommitID // of the store it stands for
 	gone atomic.Bool
+}
+
+// Query implements types.Queryable as the multistore's Query answers for
+// the store (see MultiStore.Query): "/key" from its committed versions,
+// "/subspace" with no pairs.
+func (d *droppedStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error) {
+	res, _, err := d.ms.queryStore(d.name, req, true)
+	return res, err
 }
 
 // GetStoreType returns the type of the store it stands for.
@@ -497,10 +520,9 @@ func live(st types.CommitKVStore) bool {
 	return !ok || !d.gone.Load()
 }
 
-// dropStores completes the removal of the stores the last load's upgrades
-// removed, once a version without them is committed. Their keys stay in
-// StoreKeysByName until the next load, which removes them (rootmulti
-// removes them at the Commit; queries read the map concurrently).
+// dropStores retires the droppedStores of the stores the last load's
+// upgrades removed: at the Commit of a version without them, or when the
+// database closes (a reload makes new ones).
 func (s *MultiStore) dropStores() {
 	for _, key := range s.dropped {
 		if d, ok := s.stores[key].(*droppedStore); ok {
@@ -509,17 +531,30 @@ func (s *MultiStore) dropStores() {
 	}
 }
 
+// unmountDropped unmounts the stores the loads' upgrades removed, once a
+// version without them is committed. Their keys stay in StoreKeysByName
+// until the next load, which removes them (rootmulti removes them at the
+// Commit; queries read the map concurrently).
+func (s *MultiStore) unmountDropped() {
+	s.dropStores()
+	for _, key := range s.dropped {
+		delete(s.storeTypes, key)
+	}
+	s.retired = append(s.retired, s.dropped...)
+	s.dropped = nil
+}
+
 // closeDB closes an open database (a reload discards the working changes,
 // as rootmulti's does).
 func (s *MultiStore) closeDB() error {
 	s.removing.Store(nil)
 	s.dropStores()
-	for _, key := range s.dropped {
+	for _, key := range s.retired {
 		if s.keysByName[key.Name()] == key {
 			delete(s.keysByName, key.Name())
 		}
 	}
-	s.dropped = nil
+	s.retired = nil
 	s.views.bind(nil)
 	s.holdBlockView(nil)
 	db := s.db.Swap(nil)
@@ -570,12 +605,21 @@ func (s *MultiStore) planUpgradesOf(names []string, version int64, upgrades *typ
 			}
 		}
 	}
+	// stores an earlier load since the last Commit removed
+	pending := map[string]bool{}
+	for _, key := range s.dropped {
+		pending[key.Name()] = true
+	}
 	accounted := map[string]bool{}
 	for _, name := range s.mountedTrees() {
 		key := s.keysByName[name]
 		old := upgrades.RenamedFrom(name)
 		added := upgrades.IsAdded(name) || old != ""
 		switch {
+		case pending[name] && !added && !existing[name]:
+			// removed again; the version loaded no longer has it
+			accounted[name] = true
+			removed = append(removed, key)
 		case version > 0 && added && existing[name]:
 			// rootmulti loads the store with the next version as its
 			// initial one, which iavl refuses for a store with versions
@@ -584,7 +628,7 @@ func (s *MultiStore) planUpgradesOf(names []string, version int64, upgrades *typ
 			// also a deleted or renamed-from store: rootmulti loads it
 			// before it removes it
 			return up, nil, fmt.Errorf("version of store %s mismatch root store's version; expected %d got 0; new stores should be added using StoreUpgrades", name, version)
-		case upgrades.IsDeleted(name) || renamedFrom[name]:
+		case upgrades.IsDeleted(name) || renamedFrom[name] || (pending[name] && !added):
 			// rootmulti empties it and drops it at the next commit
 			if existing[name] && !renamedFrom[name] {
 				up.Deleted = append(up.Deleted, name)
@@ -799,7 +843,7 @@ func (s *MultiStore) Commit() types.CommitID {
 	}
 	s.holdBlockView(read)
 	s.removing.Store(nil) // gone from the version just committed
-	s.dropStores()
+	s.unmountDropped()
 	id := types.CommitID{Version: info.Version, Hash: info.Hash()}
 	s.lastCommitID.Store(&id)
 	return cloneCommitID(id)
