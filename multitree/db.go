@@ -739,10 +739,17 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 		}
 		from = first - 1
 	}
-	return db.log.Replay(from+1, to, func(e wal.Entry) error {
+	err := db.log.Replay(from+1, to, func(e wal.Entry) error {
 		detachValues(e)
 		return applyEntry(trees, e, e.Version == to)
 	})
+	if w := db.log.WrittenVersion(); err != nil && w < to && !errors.Is(err, wal.ErrClosed) {
+		// Replay waits for queued entries; it stopped at the failure
+		// of an asynchronous log, which never wrote these versions
+		return fmt.Errorf("%w: versions %d..%d were committed but the log failed before writing them (their states were only in memory): %w",
+			ErrVersion, w+1, to, err)
+	}
+	return err
 }
 
 // detachValues gives every set of e its own copy of its key and value (one

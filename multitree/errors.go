@@ -32,7 +32,10 @@ var (
 	// failed inside a tree (a corrupt snapshot, also wrapped as
 	// ErrCorrupt) or a commit could not write the log (a full disk):
 	// committed versions stay readable, and reopening the database
-	// continues from the last version the log holds.
+	// continues from the last version the log holds. With an asynchronous
+	// log (AsyncCommitBuffer), the versions it had not written when it
+	// failed are lost: View still reads the latest, ViewAt of the others
+	// fails with an error wrapping ErrVersion.
 	ErrBroken = errors.New("multitree: an earlier change or commit failed, reopen the database")
 	// ErrUncommitted is returned by RewriteSnapshot while the working
 	// version has changes: they must be committed first; and by

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -98,7 +99,11 @@ func (db *DB) maybeStartRewriteLocked() {
 		res := &rewriteResult{caughtUp: v}
 		job.res = res
 		maps := map[string]*memiavl.NodeMap{}
-		st, err := stageSnapshotDir(ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency, maps, db.rewriteLimiter())
+		err := db.vetSnapshotDir(v, gen.version, copies)
+		var st *stagedSnapshot
+		if err == nil {
+			st, err = stageSnapshotDir(ctx, db.dir, v, initial, copies, db.opts.RewriteConcurrency, maps, db.rewriteLimiter())
+		}
 		// the written trees hold every node the live trees have replaced
 		// since; they must not stay reachable through the catch-up
 		copies = nil
@@ -619,6 +624,9 @@ func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
 // version v, synchronously, makes it current, runs then (if not nil) and
 // switches the working trees to the snapshot.
 func (db *DB) snapshotNowLocked(ctx context.Context, v int64, then func() error) error {
+	if err := db.vetSnapshotDir(v, db.mu.gen.version, db.mu.trees); err != nil {
+		return err
+	}
 	if err := writeSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency, nil, nil); err != nil {
 		return err
 	}
@@ -641,6 +649,48 @@ func (db *DB) snapshotNowLocked(ctx context.Context, v int64, then func() error)
 	db.mu.lastSnap = v
 	old.release()
 	return nil
+}
+
+// vetSnapshotDir decides whether a snapshot directory of version v that a
+// rewrite finds in place, written by an earlier session (a database opened
+// at an older TargetVersion without Rollback, committing the same versions
+// again), stands for trees, which the rewrite would write: its checksums
+// are checked (as checkSnapshotOnce checks a kept snapshot, unless
+// OpenCheckNone) and its root hashes compared with the trees'. A directory
+// that fails is removed, after current, if it names v, is pointed at base
+// (the snapshot the trees read from, which the log continues), so that the
+// rewrite writes it anew; nothing was using it (a rebuild that mapped it
+// keeps its mapping). Errors other than damage are returned.
+func (db *DB) vetSnapshotDir(v, base int64, trees map[string]*memiavl.Tree) error {
+	if _, err := os.Stat(filepath.Join(db.dir, snapshotDirName(v))); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	gen, got, err := openGeneration(db.dir, v)
+	if err == nil {
+		err = db.checkSnapshotOnce(gen, v)
+		if err == nil {
+			err = sameRoots(got, trees)
+		}
+		gen.release()
+	}
+	if err == nil || !errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	if cur, err := readCurrent(db.dir); err != nil {
+		return err
+	} else if cur == v {
+		if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(base)); err != nil {
+			return err
+		}
+	}
+	// the directory written anew may reuse the inode number, and with it
+	// the identity of this check's result
+	if id, ok := db.snapshotIDOf(v); ok {
+		db.snapsChecked.Lock()
+		delete(db.snapsChecked.m, id)
+		db.snapsChecked.Unlock()
+	}
+	return removeSnapshotDir(db.dir, v)
 }
 
 // rewriteBurst is the most a paced rewrite writes at once: the buffer of
