@@ -49,6 +49,18 @@ func (v *View) Unpin() {
 	}
 }
 
+// SnapshotVersions returns the versions of the complete snapshot
+// directories in dir, ascending, as the database lists them: a snapshot
+// directory linked back under its name (one moved to another disk) counts,
+// a link whose target is gone or a name that is not a snapshot's does not.
+// It takes no lock; beside a writer the list can change at any moment.
+func SnapshotVersions(dir string) ([]int64, error) {
+	if err := checkDirPath(dir); err != nil {
+		return nil, err
+	}
+	return listSnapshots(dir)
+}
+
 // LatestVersion returns the version Open would open dir at without a
 // TargetVersion: the newest of the current snapshot and the log, or the
 // target of an unfinished rollback. It reads the current pointer, the

@@ -37,7 +37,9 @@ type VerifyReport struct {
 // snapshot's file checksums and tree structure (heights, balance, sizes, key
 // order, every hash), each snapshot's metadata against its trees' roots, the
 // log's checksums and version continuity from the oldest kept snapshot on,
-// and the latest version's trees node by node after replay. The first
+// and the latest version's trees node by node after replay. A snapshot
+// linked back under its name whose target cannot be read is reported as
+// ErrCorrupt. The first
 // problem is returned as an error naming the file and offset where known.
 //
 // A writer may run beside it, switching to new snapshots and pruning old
@@ -52,6 +54,33 @@ func Verify(dir string) (*VerifyReport, error) {
 		return nil, err
 	}
 	return retryBesideWriter(dir, func() (*VerifyReport, error) { return verifyOnce(dir) })
+}
+
+// checkSnapshotLinks reports a snapshot linked back under its name (one
+// moved to another disk) whose target is gone or is not a directory: the
+// listing leaves it out, but a kept snapshot is missing (a disk not
+// mounted, a target removed by hand).
+func checkSnapshotLinks(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if _, ok := parseSnapshotDirName(e.Name()); !ok || e.Type()&fs.ModeSymlink == 0 {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		fi, err := os.Stat(path)
+		if err == nil && fi.IsDir() {
+			continue
+		}
+		target, _ := os.Readlink(path)
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return fmt.Errorf("%w: snapshot %s links to %s, which cannot be read: %w", ErrCorrupt, e.Name(), target, err)
+	}
+	return nil
 }
 
 // pruned reports whether the snapshot of version v is no longer listed
@@ -169,6 +198,9 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	}
 	versions, err := listSnapshots(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkSnapshotLinks(dir); err != nil {
 		return nil, err
 	}
 	rep := &VerifyReport{}

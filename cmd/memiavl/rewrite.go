@@ -122,13 +122,12 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	}
 
 	// what a rollback discards, for its report
-	var latestBefore int64
+	latestBefore, err := multitree.LatestVersion(dir)
+	if err != nil {
+		return err
+	}
 	var keptBefore []int64
 	if o.rollback {
-		var err error
-		if latestBefore, err = multitree.LatestVersion(dir); err != nil {
-			return err
-		}
 		if keptBefore, err = listSnapshotVersions(dir); err != nil {
 			return err
 		}
@@ -184,7 +183,9 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 				newer = append(newer, v)
 			}
 		}
-		leftAsIs := !o.rollback && len(newer) > 0
+		// without --rollback, a V before the latest version is left as
+		// it is, also when its snapshot is the current one
+		leftAsIs := !o.rollback && (len(newer) > 0 || version < latestBefore)
 		if !leftAsIs {
 			// nothing to write, but the snapshots older than the
 			// current one beyond --keep-recent go, as after a write
@@ -209,7 +210,12 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 			fmt.Fprintf(stdout, "rolled back from version %d to %d, whose snapshot is kept: nothing to write; snapshot %d is current, newer snapshots removed: %v%s\n",
 				latestBefore, version, base, newer, pruned)
 		case leftAsIs:
-			fmt.Fprintf(stdout, "snapshot %d already exists: nothing to write; the database is left as it is (current snapshot %d)\n", base, newer[len(newer)-1])
+			current := base
+			if len(newer) > 0 {
+				current = newer[len(newer)-1]
+			}
+			fmt.Fprintf(stdout, "snapshot %d already exists: nothing to write; the database is left as it is (current snapshot %d, latest version %d)\n",
+				base, current, latestBefore)
 		default:
 			fmt.Fprintf(stdout, "snapshot %d is already the current snapshot of version %d: nothing to write%s\n", base, version, pruned)
 		}

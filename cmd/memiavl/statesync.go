@@ -105,6 +105,9 @@ func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (e
 		return fmt.Errorf("%s has no committed version to export", dir)
 	}
 	start := time.Now()
+	// a signal stops the write, and the partial file is removed
+	ctx, stop := interruptible(context.Background())
+	defer stop()
 	f, err := createBeside(file)
 	if err != nil {
 		return err
@@ -114,6 +117,9 @@ func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (e
 		if err != nil {
 			f.Close()
 			os.Remove(tmp)
+			if ctx.Err() != nil {
+				err = fmt.Errorf("interrupted; %s was not written: %w", file, err)
+			}
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
@@ -121,8 +127,11 @@ func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (e
 	if err != nil {
 		return err
 	}
-	counter := &countingWriter{w: zw}
+	counter := &countingWriter{w: zw, ctx: ctx}
 	if err := compat.SnapshotDB(db, uint64(height), protoio.NewDelimitedWriter(counter)); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := zw.Close(); err != nil {
@@ -150,12 +159,20 @@ func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (e
 	return nil
 }
 
+// countingWriter counts what it writes to w; with ctx set, it fails once
+// ctx is done.
 type countingWriter struct {
-	w io.Writer
-	n int64
+	w   io.Writer
+	n   int64
+	ctx context.Context
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.ctx != nil {
+		if err := c.ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err

@@ -12,12 +12,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
+	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -80,24 +79,9 @@ func treeDirName(store string) string {
 }
 
 // listSnapshotVersions returns the versions of the complete snapshot
-// directories in dir, ascending.
+// directories in dir, ascending, as the database lists them.
 func listSnapshotVersions(dir string) ([]int64, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []int64
-	for _, e := range ents {
-		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, snapshotPrefix) || len(name) != len(snapshotPrefix)+20 {
-			continue
-		}
-		if v, err := strconv.ParseInt(name[len(snapshotPrefix):], 10, 64); err == nil {
-			out = append(out, v)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out, nil
+	return multitree.SnapshotVersions(dir)
 }
 
 // dirSize returns the bytes of the regular files under path (apparent

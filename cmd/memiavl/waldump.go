@@ -118,13 +118,13 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	// is something else, not an empty log
 	db := dir
 	if walDir == dir {
-		db = filepath.Dir(filepath.Clean(dir)) // given the log directory
+		db = filepath.Dir(absDir(dir)) // given the log directory (also as ".")
 	}
 	if cur, err := os.Lstat(filepath.Join(db, currentName)); err == nil && !cur.Mode().IsRegular() {
 		return checkDBDir(db) // the reference memiavl's, whose log this command does not read
 	}
 	_, err := os.Stat(filepath.Join(db, currentName))
-	isLogDir := walDir != dir || filepath.Base(filepath.Clean(dir)) == walDirName
+	isLogDir := walDir != dir || filepath.Base(absDir(dir)) == walDirName
 	if (err != nil || !isLogDir) && !hasSegments(walDir) {
 		return fmt.Errorf("%s is neither a memiavl database nor its log directory (no %s, no log segments)", dir, currentName)
 	}
