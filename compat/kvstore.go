@@ -15,6 +15,7 @@ import (
 	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -104,12 +105,13 @@ func (st *TreeStore) Set(key, value []byte) {
 	st.pending = append(st.pending, wal.KVPair{Key: key, Value: value})
 }
 
-// Delete implements types.KVStore.
+// Delete implements types.KVStore. The key is copied: the caller may
+// reuse it (iavl removes the key at the call).
 func (st *TreeStore) Delete(key []byte) {
 	if key == nil {
 		return
 	}
-	st.pending = append(st.pending, wal.KVPair{Delete: true, Key: key})
+	st.pending = append(st.pending, wal.KVPair{Delete: true, Key: bytes.Clone(key)})
 }
 
 // flush applies the store's pending writes to the database.
@@ -263,6 +265,16 @@ func (si *storeIterator) check() {
 	}
 }
 
+// checkReleased panics if the snapshot the iterator reads was closed under
+// it: the multistore was closed or reloaded, or the iterator outlived the
+// block (the working trees' old snapshot is unmapped after a switch).
+func (si *storeIterator) checkReleased() {
+	if si.it.Released() {
+		panic(fmt.Errorf("memiavl: store %q: iterator used after the snapshot it reads was released (the multistore was closed or reloaded, or the iterator was kept past its block): %w",
+			si.store, snapshot.ErrClosed))
+	}
+}
+
 func (si *storeIterator) Next() {
 	si.it.Next()
 	si.copiedKey, si.copiedVal = false, false
@@ -270,6 +282,7 @@ func (si *storeIterator) Next() {
 }
 
 func (si *storeIterator) Key() []byte {
+	si.checkReleased()
 	if !si.copy {
 		return si.it.Key()
 	}
@@ -280,6 +293,7 @@ func (si *storeIterator) Key() []byte {
 }
 
 func (si *storeIterator) Value() []byte {
+	si.checkReleased()
 	if !si.copy {
 		return si.it.Value()
 	}

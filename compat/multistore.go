@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"cosmossdk.io/log"
+	"cosmossdk.io/store/cachekv"
 	"cosmossdk.io/store/cachemulti"
 	"cosmossdk.io/store/listenkv"
 	"cosmossdk.io/store/mem"
@@ -23,6 +24,7 @@ import (
 	"cosmossdk.io/store/types"
 	dbm "github.com/cosmos/cosmos-db"
 
+	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -460,7 +462,7 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	// rootmulti keeps a removed store, emptied, until the next Commit
 	s.dropped = removed
 	for _, key := range removed {
-		d := &droppedStore{Store: mem.NewStore(), ms: s, name: key.Name()}
+		d := newDroppedStore(s, key.Name())
 		if info := db.LastCommitInfo(); info != nil {
 			for _, si := range info.StoreInfos {
 				if si.Name == key.Name() {
@@ -486,12 +488,93 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 // a new droppedStore). After the Commit it is gone: the lookups of the
 // multistore no longer find it (the map of stores, which queries read
 // concurrently, is not changed).
+//
+// Its pairs are held by an in-memory tree, so that it reads, writes and
+// iterates as an emptied iavl.Store does (nil and empty keys, bounds and
+// iterators past their end included).
 type droppedStore struct {
-	*mem.Store
+	tree *memiavl.Tree
 	ms   *MultiStore
 	name string
 	last types.CommitID // of the store it stands for
 	gone atomic.Bool
+}
+
+var _ types.CommitKVStore = (*droppedStore)(nil)
+
+func newDroppedStore(ms *MultiStore, name string) *droppedStore {
+	t, err := memiavl.New(memiavl.Options{})
+	if err != nil {
+		panic(err) // the zero options are valid
+	}
+	return &droppedStore{tree: t, ms: ms, name: name}
+}
+
+// Get implements types.KVStore.
+func (d *droppedStore) Get(key []byte) []byte {
+	v, err := d.tree.Get(key)
+	if err != nil {
+		panic(err) // an in-memory tree has nothing to fail on
+	}
+	return v
+}
+
+// Has implements types.KVStore.
+func (d *droppedStore) Has(key []byte) bool {
+	ok, err := d.tree.Has(key)
+	if err != nil {
+		panic(err)
+	}
+	return ok
+}
+
+// Set implements types.KVStore, with iavl.Store's checks.
+func (d *droppedStore) Set(key, value []byte) {
+	types.AssertValidKey(key)
+	types.AssertValidValue(value)
+	if _, err := d.tree.Set(key, value); err != nil {
+		panic(err)
+	}
+}
+
+// Delete implements types.KVStore; deleting a nil key is a no-op.
+func (d *droppedStore) Delete(key []byte) {
+	if key == nil {
+		return
+	}
+	if _, err := d.tree.Remove(key); err != nil {
+		panic(err)
+	}
+}
+
+// Iterator implements types.KVStore.
+func (d *droppedStore) Iterator(start, end []byte) types.Iterator {
+	return &storeIterator{it: d.tree.Iterator(start, end, true), store: d.name}
+}
+
+// ReverseIterator implements types.KVStore.
+func (d *droppedStore) ReverseIterator(start, end []byte) types.Iterator {
+	return &storeIterator{it: d.tree.Iterator(start, end, false), store: d.name}
+}
+
+// CacheWrap implements types.Store.
+func (d *droppedStore) CacheWrap() types.CacheWrap { return cachekv.NewStore(d) }
+
+// CacheWrapWithTrace implements types.Store.
+func (d *droppedStore) CacheWrapWithTrace(w io.Writer, tc types.TraceContext) types.CacheWrap {
+	return cachekv.NewStore(tracekv.NewStore(d, w, tc))
+}
+
+// Commit implements types.Committer: the store leaves with the Commit of
+// its multistore, which calls this; nothing is committed.
+func (d *droppedStore) Commit() types.CommitID { return types.CommitID{} }
+
+// SetPruning implements types.Committer (a no-op).
+func (d *droppedStore) SetPruning(pruningtypes.PruningOptions) {}
+
+// GetPruning implements types.Committer.
+func (d *droppedStore) GetPruning() pruningtypes.PruningOptions {
+	return pruningtypes.NewPruningOptions(pruningtypes.PruningUndefined)
 }
 
 // Query implements types.Queryable as the multistore's Query answers for

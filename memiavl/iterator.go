@@ -2,10 +2,12 @@ package memiavl
 
 import (
 	"bytes"
+	"fmt"
 	"runtime/debug"
 	"unsafe"
 
 	"github.com/seed-6dfbb450/memiavl/internal/pages"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
 // Iterator walks the keys of a tree within [start, end) in ascending or
@@ -80,14 +82,35 @@ func (t *Tree) Iterator(start, end []byte, ascending bool) *Iterator {
 // Domain returns the bounds the iterator was created with.
 func (it *Iterator) Domain() ([]byte, []byte) { return it.start, it.end }
 
-// Valid reports whether the iterator is positioned at a key.
-func (it *Iterator) Valid() bool { return it.valid }
+// Valid reports whether the iterator is positioned at a key: not once
+// the snapshot it reads is closed (see Released).
+func (it *Iterator) Valid() bool { return it.valid && !it.Released() }
 
 // Key returns the current key, nil once the iterator is not valid.
-func (it *Iterator) Key() []byte { return it.key }
+func (it *Iterator) Key() []byte {
+	if it.Released() {
+		return nil
+	}
+	return it.key
+}
 
 // Value returns the current value, nil once the iterator is not valid.
-func (it *Iterator) Value() []byte { return it.value }
+func (it *Iterator) Value() []byte {
+	if it.Released() {
+		return nil
+	}
+	return it.value
+}
+
+// Released reports whether the snapshot the iterator reads was closed
+// under it (an iterator used past the life of its tree's snapshot, which
+// it does not keep open): its key and value would be slices of an unmapped
+// region. Next then stops the iteration with an error wrapping
+// snapshot.ErrClosed.
+func (it *Iterator) Released() bool {
+	s := it.t.pers.s
+	return s != nil && s.Closed()
+}
 
 // Error returns the error that stopped the iteration, if any.
 func (it *Iterator) Error() error { return it.err }
@@ -108,6 +131,9 @@ func (it *Iterator) inRange(key []byte) bool {
 
 // Next advances the iterator.
 func (it *Iterator) Next() {
+	if it.err == nil && it.Released() {
+		it.err = fmt.Errorf("memiavl: iterator: %w", snapshot.ErrClosed)
+	}
 	if it.err != nil {
 		it.valid, it.key, it.value = false, nil, nil
 		return

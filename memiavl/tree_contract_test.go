@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
 // deferredThenRootHash builds a tree whose last saved version was saved
@@ -186,5 +187,45 @@ func TestRebaseNilTree(t *testing.T) {
 	}
 	if string(nt.RootHash()) != string(tr.RootHash()) {
 		t.Fatalf("rebased root %X, want %X", nt.RootHash(), tr.RootHash())
+	}
+}
+
+// TestIteratorAfterSnapshotClosed: an iterator over a snapshot that is
+// closed under it (used past the life of the tree's snapshot) reads no
+// more: it is invalid, Key and Value are nil, and Next stops it with an
+// error wrapping snapshot.ErrClosed instead of reading an unmapped region.
+func TestIteratorAfterSnapshotClosed(t *testing.T) {
+	tr, _ := memiavl.New(memiavl.Options{})
+	for i := 0; i < 500; i++ {
+		if _, err := tr.Set([]byte(fmt.Sprintf("k%04d", i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "1")
+	if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	s, st := openSnapshot(t, dir)
+	it := st.Iterator(nil, nil, true)
+	defer it.Close()
+	it.Next() // into the scan's read-ahead
+	if !it.Valid() || string(it.Key()) != "k0001" {
+		t.Fatalf("before Close: valid %v key %q", it.Valid(), it.Key())
+	}
+	if it.Released() {
+		t.Fatal("Released before the snapshot's Close")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !it.Released() || it.Valid() || it.Key() != nil || it.Value() != nil {
+		t.Fatalf("after Close: released %v valid %v key %q value %q", it.Released(), it.Valid(), it.Key(), it.Value())
+	}
+	it.Next()
+	if it.Valid() || !errors.Is(it.Error(), snapshot.ErrClosed) {
+		t.Fatalf("Next after Close: valid %v err %v", it.Valid(), it.Error())
 	}
 }

@@ -297,6 +297,10 @@ func checkLength(path string, got, want uint64) error {
 	return nil
 }
 
+// Closed reports whether Close was called: the slices accessors returned
+// are then invalid.
+func (s *Snapshot) Closed() bool { return s.closed.Load() }
+
 // Close unmaps the files. Slices returned by accessors are invalid
 // afterwards. Close may be called more than once.
 func (s *Snapshot) Close() error {

@@ -1,0 +1,160 @@
+package compat_test
+
+// TreeStore against iavl.Store (through rootmulti), side by side: a
+// deleted key buffer reused by the caller, the contract of a store an
+// upgrade removed, an iterator used after its multistore closed.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"cosmossdk.io/store/types"
+)
+
+// TestTreeStoreDeleteCopiesKey: TreeStore.Delete copies its key, so a
+// caller that reuses the buffer after Delete still deletes the key it
+// gave, as iavl.Store.Delete (which removes it at the call) does: same
+// working hash and app hash. (iavl keeps the buffer in its fast-node
+// removals, so its own reads of the two keys go wrong; ours are checked.)
+func TestTreeStoreDeleteCopiesKey(t *testing.T) {
+	p := newPair(t, smallMount)
+	ak := p.keys["a"]
+	p.commit(map[string][][2][]byte{"a": {{[]byte("k1"), []byte("v1")}, {[]byte("k2"), []byte("v2")}}})
+	for _, s := range []types.CommitMultiStore{p.ours, p.oracle} {
+		buf := []byte("k1")
+		s.GetKVStore(ak).Delete(buf)
+		buf[1] = '2' // the buffer is reused for the next key
+	}
+	sameOutcome(t, "WorkingHash after Delete(k1) and reuse of the key buffer", p, func(s types.CommitMultiStore) any {
+		return fmt.Sprintf("%X", s.WorkingHash())
+	})
+	a, b := p.ours.Commit(), p.oracle.Commit()
+	if !bytes.Equal(a.Hash, b.Hash) {
+		t.Errorf("app hash %X, rootmulti %X", a.Hash, b.Hash)
+	}
+	// iavl's reads of the two keys go wrong here (its fast-node removal
+	// kept the reused buffer); ours read what the tree holds
+	if got := p.ours.GetKVStore(ak).Get([]byte("k1")); got != nil {
+		t.Errorf("Get k1 after its delete and commit: %q", got)
+	}
+	if got := p.ours.GetKVStore(ak).Get([]byte("k2")); string(got) != "v2" {
+		t.Errorf("Get k2 after the commit: %q, want v2", got)
+	}
+}
+
+// TestTreeStoreDroppedStoreKeyContract: a mounted store deleted by the
+// load's upgrades stays in the multistore, emptied, until the next Commit
+// (README "Store upgrades"); as rootmulti's emptied *iavl.Store, it reads
+// nil and empty keys (nil, false), deletes them as no-ops, takes empty
+// iterator bounds, and its iterators past their end are invalid with nil
+// keys and values instead of panicking.
+func TestTreeStoreDroppedStoreKeyContract(t *testing.T) {
+	z := newSide(t, sideNothing)
+	z.loadBoth("load", func(s types.CommitMultiStore) error { return s.LoadLatestVersion() })
+	z.set("store3", "k", "v3")
+	z.commit()
+	z.fresh(sideStores, sideNothing)
+	z.loadBoth("delete store3", func(s types.CommitMultiStore) error {
+		return s.LoadLatestVersionAndUpgrade(&types.StoreUpgrades{Deleted: []string{"store3"}})
+	})
+	k3 := z.keys["store3"]
+	ops := []struct {
+		name string
+		f    func(s types.KVStore) any
+	}{
+		{"Get(nil)", func(s types.KVStore) any { return fmt.Sprintf("%q", s.Get(nil)) }},
+		{"Get(empty)", func(s types.KVStore) any { return fmt.Sprintf("%q", s.Get([]byte{})) }},
+		{"Has(nil)", func(s types.KVStore) any { return s.Has(nil) }},
+		{"Has(empty)", func(s types.KVStore) any { return s.Has([]byte{}) }},
+		{"Delete(nil)", func(s types.KVStore) any { s.Delete(nil); return "ok" }},
+		{"Delete(empty)", func(s types.KVStore) any { s.Delete([]byte{}); return "ok" }},
+		{"Iterator(empty, nil)", func(s types.KVStore) any { return rkDump(s.Iterator([]byte{}, nil)) }},
+		{"ReverseIterator(nil, empty)", func(s types.KVStore) any { return rkDump(s.ReverseIterator(nil, []byte{})) }},
+		{"Set(w) then an iterator past its end", func(s types.KVStore) any {
+			s.Set([]byte("w"), []byte("w"))
+			it := s.Iterator(nil, nil)
+			defer it.Close()
+			for it.Valid() {
+				it.Next()
+			}
+			return fmt.Sprintf("valid=%v key=%q value=%q err=%v", it.Valid(), it.Key(), it.Value(), it.Error())
+		}},
+		{"Next past the end", func(s types.KVStore) any {
+			it := s.Iterator(nil, nil)
+			defer it.Close()
+			for it.Valid() {
+				it.Next()
+			}
+			it.Next()
+			return it.Valid()
+		}},
+	}
+	for _, op := range ops {
+		z.same("deleted store3 "+op.name, func(s types.CommitMultiStore) any { return op.f(s.GetKVStore(k3)) })
+	}
+}
+
+// rkChildEnv marks a re-executed test binary that runs the child scenario.
+const rkChildEnv = "RK_REVIEW_KV_CHILD"
+
+// TestTreeStoreIteratorOutlivesClose: an iterator of a TreeStore (default
+// config, no zero copy) still open when the multistore is closed fails its
+// next read with a panic naming the store, as the store's Get does, instead
+// of reading the unmapped snapshot (a memory fault kills the process, which
+// no recover catches: the scenario runs in a child process).
+func TestTreeStoreIteratorOutlivesClose(t *testing.T) {
+	if os.Getenv(rkChildEnv) != "" {
+		rkIteratorChild(t)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestTreeStoreIteratorOutlivesClose$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), rkChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	s := string(out)
+	if i := strings.Index(s, "fatal error: fault"); i >= 0 {
+		t.Fatalf("the process died of a memory fault instead of a recoverable panic:\n%s", s[max(0, i-400):min(len(s), i+1400)])
+	}
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, s)
+	}
+	t.Logf("child output:\n%s", s)
+}
+
+func rkIteratorChild(t *testing.T) {
+	p := newPair(t, smallMount)
+	ak := p.keys["a"]
+	var w [][2][]byte
+	for i := 0; i < 100; i++ {
+		w = append(w, [2][]byte{[]byte(fmt.Sprintf("k%03d", i)), []byte(fmt.Sprint("v", i))})
+	}
+	p.commit(map[string][][2][]byte{"a": w})
+	// the iterator reads the leaves from a snapshot (in read-ahead batches)
+	if err := p.ours.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.commit(nil)
+	var its []types.Iterator
+	for _, s := range []types.CommitMultiStore{p.ours, p.oracle} {
+		its = append(its, s.GetKVStore(ak).Iterator(nil, nil))
+	}
+	st := p.ours.GetKVStore(ak)
+	if err := p.ours.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ours, Get after Close: %s", outcome(func() any { return st.Get([]byte("k001")) }))
+	t.Logf("rootmulti, open iterator: %s", outcome(func() any { its[1].Next(); return fmt.Sprintf("%q=%q", its[1].Key(), its[1].Value()) }))
+	got := outcome(func() any { its[0].Next(); return fmt.Sprintf("%q=%q", its[0].Key(), its[0].Value()) })
+	t.Logf("ours, open iterator: %s", got)
+	if !strings.HasPrefix(got, "panic: ") || !strings.Contains(got, `store "a"`) || !strings.Contains(got, "closed") {
+		t.Errorf("the open iterator after Close: %s; want a panic naming the store and the closed snapshot", got)
+	}
+	its[0].Close()
+}
