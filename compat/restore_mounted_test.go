@@ -15,20 +15,27 @@ import (
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
+// restoreOutcomes are the outcomes of a restore on both sides.
+type restoreOutcomes struct {
+	ourErr, rootErr error
+	ours, root      storetypes.CommitID
+}
+
 // restoreBoth restores stream at height into rootmulti and into our
 // multistore, both freshly loaded with the mount m, and returns the outcomes.
-func restoreBoth(t *testing.T, m mount, height uint64, stream []byte) (ourErr error, ours storetypes.CommitID, rootErr error, root storetypes.CommitID) {
+func restoreBoth(t *testing.T, m mount, height uint64, stream []byte) restoreOutcomes {
 	t.Helper()
+	var o restoreOutcomes
 	keys := keyring{}
 	rs := newOracle(t, dbm.NewMemDB(), keys, m, nil)
-	_, rootErr = rs.Restore(height, snapshottypes.CurrentFormat, ssReader(stream))
-	root = rs.LastCommitID()
+	_, o.rootErr = rs.Restore(height, snapshottypes.CurrentFormat, ssReader(stream))
+	o.root = rs.LastCommitID()
 	ms := newOurs(t, filepath.Join(t.TempDir(), "db"), testConfig(), keys, m, nil)
 	t.Cleanup(func() { ms.Close() })
-	_, ourErr = ms.Restore(height, snapshottypes.CurrentFormat, ssReader(stream))
-	ours = ms.LastCommitID()
-	t.Logf("ours: %v %v; rootmulti: %v %v", ourErr, ours, rootErr, root)
-	return
+	_, o.ourErr = ms.Restore(height, snapshottypes.CurrentFormat, ssReader(stream))
+	o.ours = ms.LastCommitID()
+	t.Logf("ours: %v %v; rootmulti: %v %v", o.ourErr, o.ours, o.rootErr, o.root)
+	return o
 }
 
 // TestRestoreNoIAVLMounted: a multistore that mounts no IAVL store (only a
@@ -72,7 +79,8 @@ func TestRestoreStoreNamedAsTransient(t *testing.T) {
 			}
 			items = append(items, storeItem("t"),
 				&snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_IAVL{IAVL: &snapshottypes.SnapshotIAVLItem{Key: []byte("k"), Value: []byte("v"), Version: 1}}})
-			ourErr, ours, rootErr, root := restoreBoth(t, mount{iavl: iavl, transient: "t"}, 3, ssEncode(t, items))
+			o := restoreBoth(t, mount{iavl: iavl, transient: "t"}, 3, ssEncode(t, items))
+			ourErr, ours, rootErr, root := o.ourErr, o.ours, o.rootErr, o.root
 			if rootErr == nil {
 				t.Fatalf("rootmulti restored: %v", root)
 			}
@@ -133,7 +141,8 @@ func TestRestoreHostileStreamsSideBySide(t *testing.T) {
 	}
 	for name, stream := range cases {
 		t.Run(name, func(t *testing.T) {
-			ourErr, ours, rootErr, root := restoreBoth(t, mount{iavl: ssStores, transient: "t"}, 6, stream)
+			o := restoreBoth(t, mount{iavl: ssStores, transient: "t"}, 6, stream)
+			ourErr, ours, rootErr, root := o.ourErr, o.ours, o.rootErr, o.root
 			if rootErr == nil && bytes.Equal(root.Hash, hashes[6]) {
 				t.Fatalf("rootmulti restored the source's app hash: the case is not hostile")
 			}
