@@ -24,11 +24,13 @@ import (
 // inserts the new latest version). A branch refers to the cache's view and
 // pins it only for the duration of each read (multitree.View.Pin): one Get,
 // one Has, or one step of an iterator, whose keys and values are copied out
-// before the pin is dropped. Between reads a branch holds nothing, so nothing
-// leaks however long it lives, and when its version has been evicted and the
-// snapshots unmapped, its next read panics with ErrVersionReleased, the
-// counterpart of a version pruned under a query in rootmulti, instead of
-// reading unmapped memory. No finalizer is involved.
+// before the pin is dropped. Between reads a branch holds no pin, so no
+// snapshot stays mapped however long it lives, and when its version has been
+// evicted and the snapshots unmapped, its next read panics with
+// ErrVersionReleased, the counterpart of a version pruned under a query in
+// rootmulti, instead of reading unmapped memory; that read lets go of the
+// version's trees, which the branch kept reachable until then (see
+// viewStore.released). No finalizer is involved.
 //
 // A state-sync snapshot is the exception: the SDK's snapshot manager takes
 // it on a goroutine of its own, and its extensions (wasm's, for one) read
@@ -215,15 +217,26 @@ type viewStore struct {
 	name    string
 	version int64
 	tree    *memiavl.Tree // nil if the store does not exist at version
+	// released is set by the first read that found the view released:
+	// the store has let go of the view and its tree, whose in-memory
+	// nodes (a version rebuilt from the log) can be many, and every
+	// later read panics
+	released bool
 }
 
 var _ types.KVStore = (*viewStore)(nil)
 
+// pin pins the view for one read; it panics when the store does not exist
+// at the version, or the view is released (see released).
 func (s *viewStore) pin() {
+	if s.released {
+		panic(fmt.Errorf("%w: store %q at version %d", ErrVersionReleased, s.name, s.version))
+	}
 	if s.tree == nil {
 		panic(fmt.Errorf("%w: %q at version %d", ErrStoreNotAtVersion, s.name, s.version))
 	}
 	if !s.view.Pin() {
+		s.released, s.view, s.tree = true, nil, nil
 		panic(fmt.Errorf("%w: store %q at version %d", ErrVersionReleased, s.name, s.version))
 	}
 }
@@ -276,7 +289,8 @@ func (s *viewStore) ReverseIterator(start, end []byte) types.Iterator {
 // copying the current pair out.
 type viewIterator struct {
 	s          *viewStore
-	it         *memiavl.Iterator
+	it         *memiavl.Iterator // nil once the view was found released
+	start, end []byte
 	key, value []byte
 	valid      bool
 	err        error
@@ -285,7 +299,7 @@ type viewIterator struct {
 func newViewIterator(s *viewStore, start, end []byte, ascending bool) *viewIterator {
 	s.pin()
 	defer s.view.Unpin()
-	vi := &viewIterator{s: s, it: s.tree.Iterator(start, end, ascending)}
+	vi := &viewIterator{s: s, it: s.tree.Iterator(start, end, ascending), start: start, end: end}
 	vi.load()
 	return vi
 }
@@ -305,7 +319,7 @@ func (vi *viewIterator) load() {
 	}
 }
 
-func (vi *viewIterator) Domain() ([]byte, []byte) { return vi.it.Domain() }
+func (vi *viewIterator) Domain() ([]byte, []byte) { return vi.start, vi.end }
 func (vi *viewIterator) Valid() bool              { return vi.valid }
 func (vi *viewIterator) Key() []byte              { return vi.key }
 func (vi *viewIterator) Value() []byte            { return vi.value }
@@ -315,6 +329,13 @@ func (vi *viewIterator) Next() {
 	if !vi.valid {
 		return
 	}
+	defer func() {
+		if vi.s.released {
+			// the view is gone (pin panicked): let go of the tree; the
+			// next Next panics the same way
+			vi.it = nil
+		}
+	}()
 	vi.s.pin()
 	defer vi.s.view.Unpin()
 	vi.it.Next()
@@ -323,5 +344,8 @@ func (vi *viewIterator) Next() {
 
 func (vi *viewIterator) Close() error {
 	vi.valid = false
+	if vi.it == nil {
+		return nil
+	}
 	return vi.it.Close()
 }
