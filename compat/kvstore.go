@@ -251,8 +251,14 @@ type storeIterator struct {
 var _ types.Iterator = (*storeIterator)(nil)
 
 func (si *storeIterator) Domain() ([]byte, []byte) { return si.it.Domain() }
-func (si *storeIterator) Valid() bool              { return si.it.Valid() }
-func (si *storeIterator) Error() error             { return si.it.Error() }
+func (si *storeIterator) Valid() bool {
+	if !si.it.Valid() {
+		si.check() // an iteration its snapshot's release stopped is not complete
+		return false
+	}
+	return true
+}
+func (si *storeIterator) Error() error { return si.it.Error() }
 func (si *storeIterator) Close() error {
 	si.key, si.value, si.copiedKey, si.copiedVal = nil, nil, false, false
 	return si.it.Close()

@@ -699,10 +699,6 @@ func (s *MultiStore) planUpgradesOf(names []string, version int64, upgrades *typ
 		old := upgrades.RenamedFrom(name)
 		added := upgrades.IsAdded(name) || old != ""
 		switch {
-		case pending[name] && !added && !existing[name]:
-			// removed again; the version loaded no longer has it
-			accounted[name] = true
-			removed = append(removed, key)
 		case version > 0 && added && existing[name]:
 			// rootmulti loads the store with the next version as its
 			// initial one, which iavl refuses for a store with versions
@@ -1144,7 +1140,7 @@ func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMulti
 				// before the chain's initial version
 				return nil, fmt.Errorf("%w: store %q has no version %d", multitree.ErrVersion, name, version)
 			}
-			store = &viewStore{view: v, name: name, version: version, tree: tree}
+			store = newViewStore(v, name, version, tree)
 		}
 		if s.ListeningEnabled(k) {
 			store = listenkv.NewStore(store, k, s.listeners[k])

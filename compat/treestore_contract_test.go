@@ -146,6 +146,8 @@ func rkIteratorChild(t *testing.T) {
 		its = append(its, s.GetKVStore(ak).Iterator(nil, nil))
 	}
 	st := p.ours.GetKVStore(ak)
+	it2 := st.Iterator(nil, nil)
+	it2.Next() // in the leaves read ahead
 	if err := p.ours.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -157,4 +159,10 @@ func rkIteratorChild(t *testing.T) {
 		t.Errorf("the open iterator after Close: %s; want a panic naming the store and the closed snapshot", got)
 	}
 	its[0].Close()
+	// a loop that ends on Valid must not take the cut-short iteration for
+	// a complete one
+	if got := outcome(func() any { return it2.Valid() }); !strings.HasPrefix(got, "panic: ") || !strings.Contains(got, "closed") {
+		t.Errorf("Valid of an open iterator after Close: %s; want a panic naming the closed snapshot", got)
+	}
+	it2.Close()
 }

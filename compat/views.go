@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"cosmossdk.io/store/cachekv"
 	"cosmossdk.io/store/tracekv"
@@ -30,7 +31,7 @@ import (
 // ErrVersionReleased, the counterpart of a version pruned under a query in
 // rootmulti, instead of reading unmapped memory; that read lets go of the
 // version's trees, which the branch kept reachable until then (see
-// viewStore.released). No finalizer is involved.
+// viewStore.read). No finalizer is involved.
 //
 // A state-sync snapshot is the exception: the SDK's snapshot manager takes
 // it on a goroutine of its own, and its extensions (wasm's, for one) read
@@ -213,33 +214,50 @@ func (c *viewCache) bind(db *multitree.DB) {
 // stores of a CacheMultiStoreWithVersion branch. It pins the view around
 // every read (see above); keys and values it returns are copies.
 type viewStore struct {
-	view    *multitree.View
 	name    string
 	version int64
-	tree    *memiavl.Tree // nil if the store does not exist at version
-	// released is set by the first read that found the view released:
-	// the store has let go of the view and its tree, whose in-memory
-	// nodes (a version rebuilt from the log) can be many, and every
-	// later read panics
-	released bool
+	exists  bool // whether the store exists at version
+	// read is the view and the store's tree in it, nil once a read found
+	// the view released: the store lets go of them then (the in-memory
+	// nodes of a version rebuilt from the log can be many), and every
+	// later read panics. Atomic: iterators of one branch may step on
+	// several goroutines.
+	read atomic.Pointer[viewRead]
+}
+
+// viewRead is what a viewStore reads: its view, and its tree in it.
+type viewRead struct {
+	view *multitree.View
+	tree *memiavl.Tree
 }
 
 var _ types.KVStore = (*viewStore)(nil)
 
-// pin pins the view for one read; it panics when the store does not exist
-// at the version, or the view is released (see released).
-func (s *viewStore) pin() {
-	if s.released {
-		panic(fmt.Errorf("%w: store %q at version %d", ErrVersionReleased, s.name, s.version))
+func newViewStore(v *multitree.View, name string, version int64, tree *memiavl.Tree) *viewStore {
+	s := &viewStore{name: name, version: version, exists: tree != nil}
+	if tree != nil {
+		s.read.Store(&viewRead{view: v, tree: tree})
 	}
-	if s.tree == nil {
+	return s
+}
+
+// pin pins the view for one read and returns it, to Unpin after the read;
+// it panics when the store does not exist at the version, or the view is
+// released.
+func (s *viewStore) pin() *viewRead {
+	if !s.exists {
 		panic(fmt.Errorf("%w: %q at version %d", ErrStoreNotAtVersion, s.name, s.version))
 	}
-	if !s.view.Pin() {
-		s.released, s.view, s.tree = true, nil, nil
+	r := s.read.Load()
+	if r == nil || !r.view.Pin() {
+		s.read.Store(nil)
 		panic(fmt.Errorf("%w: store %q at version %d", ErrVersionReleased, s.name, s.version))
 	}
+	return r
 }
+
+// released reports whether a read found the view released.
+func (s *viewStore) released() bool { return s.exists && s.read.Load() == nil }
 
 func (s *viewStore) GetStoreType() types.StoreType { return types.StoreTypeIAVL }
 
@@ -250,9 +268,9 @@ func (s *viewStore) CacheWrapWithTrace(w io.Writer, tc types.TraceContext) types
 }
 
 func (s *viewStore) Get(key []byte) []byte {
-	s.pin()
-	defer s.view.Unpin()
-	v, err := s.tree.Get(key) // copies values read from the snapshot
+	r := s.pin()
+	defer r.view.Unpin()
+	v, err := r.tree.Get(key) // copies values read from the snapshot
 	if err != nil {
 		panic(fmt.Errorf("memiavl: store %q at version %d: get %s: %w", s.name, s.version, hexkey.Upper(key), err))
 	}
@@ -260,9 +278,9 @@ func (s *viewStore) Get(key []byte) []byte {
 }
 
 func (s *viewStore) Has(key []byte) bool {
-	s.pin()
-	defer s.view.Unpin()
-	ok, err := s.tree.Has(key)
+	r := s.pin()
+	defer r.view.Unpin()
+	ok, err := r.tree.Has(key)
 	if err != nil {
 		panic(fmt.Errorf("memiavl: store %q at version %d: has %s: %w", s.name, s.version, hexkey.Upper(key), err))
 	}
@@ -297,9 +315,9 @@ type viewIterator struct {
 }
 
 func newViewIterator(s *viewStore, start, end []byte, ascending bool) *viewIterator {
-	s.pin()
-	defer s.view.Unpin()
-	vi := &viewIterator{s: s, it: s.tree.Iterator(start, end, ascending), start: start, end: end}
+	r := s.pin()
+	defer r.view.Unpin()
+	vi := &viewIterator{s: s, it: r.tree.Iterator(start, end, ascending), start: start, end: end}
 	vi.load()
 	return vi
 }
@@ -330,14 +348,14 @@ func (vi *viewIterator) Next() {
 		return
 	}
 	defer func() {
-		if vi.s.released {
+		if vi.s.released() {
 			// the view is gone (pin panicked): let go of the tree; the
 			// next Next panics the same way
 			vi.it = nil
 		}
 	}()
-	vi.s.pin()
-	defer vi.s.view.Unpin()
+	r := vi.s.pin()
+	defer r.view.Unpin()
 	vi.it.Next()
 	vi.load()
 }

@@ -83,8 +83,23 @@ func (t *Tree) Iterator(start, end []byte, ascending bool) *Iterator {
 func (it *Iterator) Domain() ([]byte, []byte) { return it.start, it.end }
 
 // Valid reports whether the iterator is positioned at a key: not once
-// the snapshot it reads is closed (see Released).
-func (it *Iterator) Valid() bool { return it.valid && !it.Released() }
+// the snapshot it reads is closed (see Released), which stops the
+// iteration with an error wrapping snapshot.ErrClosed (a loop that ends
+// on Valid finds it in Error: not a complete iteration).
+func (it *Iterator) Valid() bool {
+	if it.valid && it.Released() {
+		it.stopReleased()
+	}
+	return it.valid
+}
+
+// stopReleased stops an iteration whose snapshot was closed under it.
+func (it *Iterator) stopReleased() {
+	if it.err == nil {
+		it.err = fmt.Errorf("memiavl: iterator: %w", snapshot.ErrClosed)
+	}
+	it.valid, it.key, it.value = false, nil, nil
+}
 
 // Key returns the current key, nil once the iterator is not valid.
 func (it *Iterator) Key() []byte {
@@ -132,7 +147,7 @@ func (it *Iterator) inRange(key []byte) bool {
 // Next advances the iterator.
 func (it *Iterator) Next() {
 	if it.err == nil && it.Released() {
-		it.err = fmt.Errorf("memiavl: iterator: %w", snapshot.ErrClosed)
+		it.stopReleased()
 	}
 	if it.err != nil {
 		it.valid, it.key, it.value = false, nil, nil

@@ -229,3 +229,38 @@ func TestIteratorAfterSnapshotClosed(t *testing.T) {
 		t.Fatalf("Next after Close: valid %v err %v", it.Valid(), it.Error())
 	}
 }
+
+// TestIteratorReleasedBeforeValid: the dbm.Iterator loop (for ; Valid();
+// Next() {}, then Error()) over an iterator whose snapshot closes between a
+// Next and the Valid after it ends with an error wrapping
+// snapshot.ErrClosed, not with a nil Error that passes a cut-short
+// iteration off as complete.
+func TestIteratorReleasedBeforeValid(t *testing.T) {
+	tr, _ := memiavl.New(memiavl.Options{})
+	for i := 0; i < 500; i++ {
+		if _, err := tr.Set([]byte(fmt.Sprintf("k%04d", i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := tr.SaveVersion(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "1")
+	if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	s, st := openSnapshot(t, dir)
+	it := st.Iterator(nil, nil, true)
+	defer it.Close()
+	it.Next() // positioned inside the tree
+	// the snapshot closes between a Next and the Valid that follows it
+	// (another goroutine's Close, or an iterator kept past its view)
+	s.Close()
+	n := 1
+	for ; it.Valid(); it.Next() {
+		n++
+	}
+	if !errors.Is(it.Error(), snapshot.ErrClosed) {
+		t.Fatalf("iteration stopped after %d of 500 keys with Error() %v", n, it.Error())
+	}
+}

@@ -665,6 +665,13 @@ func (db *DB) vetSnapshotDir(v, base int64, trees map[string]*memiavl.Tree) erro
 	if _, err := os.Stat(filepath.Join(db.dir, snapshotDirName(v))); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	for name, t := range trees {
+		// the trees' own damage is theirs, not the directory's (below,
+		// sameRoots reads their hashes as computed here)
+		if _, err := t.RootHashChecked(); err != nil {
+			return corruptStore(name, err)
+		}
+	}
 	gen, got, err := openGeneration(db.dir, v)
 	if err == nil {
 		err = db.checkSnapshotOnce(gen, v)
