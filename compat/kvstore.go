@@ -246,6 +246,7 @@ type storeIterator struct {
 	key, value []byte
 	copiedKey  bool
 	copiedVal  bool
+	closed     bool
 }
 
 var _ types.Iterator = (*storeIterator)(nil)
@@ -253,14 +254,16 @@ var _ types.Iterator = (*storeIterator)(nil)
 func (si *storeIterator) Domain() ([]byte, []byte) { return si.it.Domain() }
 func (si *storeIterator) Valid() bool {
 	if !si.it.Valid() {
-		si.check() // an iteration its snapshot's release stopped is not complete
+		if !si.closed {
+			si.check() // an iteration its snapshot's release stopped is not complete
+		}
 		return false
 	}
 	return true
 }
 func (si *storeIterator) Error() error { return si.it.Error() }
 func (si *storeIterator) Close() error {
-	si.key, si.value, si.copiedKey, si.copiedVal = nil, nil, false, false
+	si.key, si.value, si.copiedKey, si.copiedVal, si.closed = nil, nil, false, false, true
 	return si.it.Close()
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"cosmossdk.io/store/cachekv"
 	"cosmossdk.io/store/types"
 )
 
@@ -165,4 +166,47 @@ func rkIteratorChild(t *testing.T) {
 		t.Errorf("Valid of an open iterator after Close: %s; want a panic naming the closed snapshot", got)
 	}
 	it2.Close()
+}
+
+// TestTreeStoreClosedIteratorValid: an iterator of a TreeStore, once
+// closed, answers Valid with false whatever happened before its Close (a
+// Next that panicked on the released snapshot included); rootmulti's closed
+// iavl iterator is logged, not compared (it answers true).
+func TestTreeStoreClosedIteratorValid(t *testing.T) {
+	p := newPair(t, smallMount)
+	ak := p.keys["a"]
+	var w [][2][]byte
+	for i := 0; i < 100; i++ {
+		w = append(w, [2][]byte{[]byte(fmt.Sprintf("k%03d", i)), []byte(fmt.Sprint("v", i))})
+	}
+	p.commit(map[string][][2][]byte{"a": w})
+	if err := p.ours.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.commit(nil)
+	st := p.ours.GetKVStore(ak)
+	plain := st.Iterator(nil, nil)  // closed before anything fails
+	failed := st.Iterator(nil, nil) // its Next fails, then it is closed
+	cached := cachekv.NewStore(st).Iterator(nil, nil)
+	oracle := p.oracle.GetKVStore(ak).Iterator(nil, nil)
+	if err := p.ours.Close(); err != nil {
+		t.Fatal(err)
+	}
+	plain.Close()
+	if got := outcome(func() any { return plain.Valid() }); got != "false" {
+		t.Errorf("plain closed iterator Valid: %s", got)
+	}
+	t.Logf("Next after Close: %s", outcome(func() any { failed.Next(); return nil }))
+	failed.Close()
+	oracle.Close()
+	t.Logf("rootmulti closed iterator Valid: %s", outcome(func() any { return oracle.Valid() }))
+	if got := outcome(func() any { return failed.Valid() }); got != "false" {
+		t.Errorf("closed iterator (after a failed Next) Valid: %s; want false", got)
+	}
+	t.Logf("cachekv iterator Key after Close: %s", outcome(func() any { return string(cached.Key()) }))
+	cached.Close()
+	var _ types.Iterator = cached
+	if got := outcome(func() any { return cached.Valid() }); got != "true" && got != "false" {
+		t.Errorf("closed cachekv iterator Valid: %s", got)
+	}
 }
