@@ -290,26 +290,39 @@ func (si *storeIterator) Next() {
 	si.check()
 }
 
+// Key and Value read the iterator's pair once per step; memiavl's Key and
+// Value are nil once its snapshot is released, which is checked then (a
+// copy already made is checked each time).
 func (si *storeIterator) Key() []byte {
-	si.checkReleased()
-	if !si.copy {
-		return si.it.Key()
+	if si.copiedKey {
+		si.checkReleased()
+		return si.key
 	}
-	if !si.copiedKey {
-		si.key, si.copiedKey = bytes.Clone(si.it.Key()), true
+	k := si.it.Key()
+	if k == nil {
+		si.checkReleased()
 	}
-	return si.key
+	if si.copy {
+		si.key, si.copiedKey = bytes.Clone(k), true
+		return si.key
+	}
+	return k
 }
 
 func (si *storeIterator) Value() []byte {
-	si.checkReleased()
-	if !si.copy {
-		return si.it.Value()
+	if si.copiedVal {
+		si.checkReleased()
+		return si.value
 	}
-	if !si.copiedVal {
-		si.value, si.copiedVal = cloneValue(si.it.Value()), true
+	v := si.it.Value()
+	if v == nil {
+		si.checkReleased()
 	}
-	return si.value
+	if si.copy {
+		si.value, si.copiedVal = cloneValue(v), true
+		return si.value
+	}
+	return v
 }
 
 // cloneValue copies v, keeping an empty value non-nil.

@@ -129,19 +129,26 @@ func TestTreeStoreIteratorOutlivesClose(t *testing.T) {
 	t.Logf("child output:\n%s", s)
 }
 
-func rkIteratorChild(t *testing.T) {
+// pairOnSnapshot returns a pair whose store "a" holds 100 pairs, in our
+// multistore read from a snapshot (iterators read its leaves in read-ahead
+// batches), and the store's key.
+func pairOnSnapshot(t *testing.T) (*pair, types.StoreKey) {
+	t.Helper()
 	p := newPair(t, smallMount)
-	ak := p.keys["a"]
 	var w [][2][]byte
 	for i := 0; i < 100; i++ {
 		w = append(w, [2][]byte{[]byte(fmt.Sprintf("k%03d", i)), []byte(fmt.Sprint("v", i))})
 	}
 	p.commit(map[string][][2][]byte{"a": w})
-	// the iterator reads the leaves from a snapshot (in read-ahead batches)
 	if err := p.ours.RewriteSnapshot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	p.commit(nil)
+	return p, p.keys["a"]
+}
+
+func rkIteratorChild(t *testing.T) {
+	p, ak := pairOnSnapshot(t)
 	var its []types.Iterator
 	for _, s := range []types.CommitMultiStore{p.ours, p.oracle} {
 		its = append(its, s.GetKVStore(ak).Iterator(nil, nil))
@@ -173,17 +180,7 @@ func rkIteratorChild(t *testing.T) {
 // Next that panicked on the released snapshot included); rootmulti's closed
 // iavl iterator is logged, not compared (it answers true).
 func TestTreeStoreClosedIteratorValid(t *testing.T) {
-	p := newPair(t, smallMount)
-	ak := p.keys["a"]
-	var w [][2][]byte
-	for i := 0; i < 100; i++ {
-		w = append(w, [2][]byte{[]byte(fmt.Sprintf("k%03d", i)), []byte(fmt.Sprint("v", i))})
-	}
-	p.commit(map[string][][2][]byte{"a": w})
-	if err := p.ours.RewriteSnapshot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	p.commit(nil)
+	p, ak := pairOnSnapshot(t)
 	st := p.ours.GetKVStore(ak)
 	plain := st.Iterator(nil, nil)  // closed before anything fails
 	failed := st.Iterator(nil, nil) // its Next fails, then it is closed

@@ -190,11 +190,10 @@ func TestRebaseNilTree(t *testing.T) {
 	}
 }
 
-// TestIteratorAfterSnapshotClosed: an iterator over a snapshot that is
-// closed under it (used past the life of the tree's snapshot) reads no
-// more: it is invalid, Key and Value are nil, and Next stops it with an
-// error wrapping snapshot.ErrClosed instead of reading an unmapped region.
-func TestIteratorAfterSnapshotClosed(t *testing.T) {
+// iteratorOnSnapshot writes a tree of 500 keys as a snapshot and returns
+// the snapshot and an ascending iterator over the tree read from it.
+func iteratorOnSnapshot(t *testing.T) (*snapshot.Snapshot, *memiavl.Iterator) {
+	t.Helper()
 	tr, _ := memiavl.New(memiavl.Options{})
 	for i := 0; i < 500; i++ {
 		if _, err := tr.Set([]byte(fmt.Sprintf("k%04d", i)), []byte("v")); err != nil {
@@ -209,7 +208,15 @@ func TestIteratorAfterSnapshotClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, st := openSnapshot(t, dir)
-	it := st.Iterator(nil, nil, true)
+	return s, st.Iterator(nil, nil, true)
+}
+
+// TestIteratorAfterSnapshotClosed: an iterator over a snapshot that is
+// closed under it (used past the life of the tree's snapshot) reads no
+// more: it is invalid, Key and Value are nil, and Next stops it with an
+// error wrapping snapshot.ErrClosed instead of reading an unmapped region.
+func TestIteratorAfterSnapshotClosed(t *testing.T) {
+	s, it := iteratorOnSnapshot(t)
 	defer it.Close()
 	it.Next() // into the scan's read-ahead
 	if !it.Valid() || string(it.Key()) != "k0001" {
@@ -236,21 +243,7 @@ func TestIteratorAfterSnapshotClosed(t *testing.T) {
 // snapshot.ErrClosed, not with a nil Error that passes a cut-short
 // iteration off as complete.
 func TestIteratorReleasedBeforeValid(t *testing.T) {
-	tr, _ := memiavl.New(memiavl.Options{})
-	for i := 0; i < 500; i++ {
-		if _, err := tr.Set([]byte(fmt.Sprintf("k%04d", i)), []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, _, err := tr.SaveVersion(); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "1")
-	if err := tr.WriteSnapshot(context.Background(), dir); err != nil {
-		t.Fatal(err)
-	}
-	s, st := openSnapshot(t, dir)
-	it := st.Iterator(nil, nil, true)
+	s, it := iteratorOnSnapshot(t)
 	defer it.Close()
 	it.Next() // positioned inside the tree
 	// the snapshot closes between a Next and the Valid that follows it

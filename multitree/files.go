@@ -118,9 +118,18 @@ func unlockDir(f *os.File) error {
 // listSnapshots returns the versions of the complete snapshot directories in
 // dir, ascending.
 func listSnapshots(dir string) ([]int64, error) {
+	out, _, err := scanSnapshots(dir)
+	return out, err
+}
+
+// scanSnapshots returns the versions of the complete snapshot directories in
+// dir, ascending, and the first snapshot linked back under its name whose
+// target cannot be read as a directory (nil if none), which the versions
+// leave out.
+func scanSnapshots(dir string) (_ []int64, broken error, _ error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []int64
 	for _, e := range ents {
@@ -132,8 +141,16 @@ func listSnapshots(dir string) ([]int64, error) {
 			// a snapshot moved to another disk and linked back: the
 			// opens read through the link, and so does the listing
 			// (a prune removes the link)
-			fi, err := os.Stat(filepath.Join(dir, e.Name()))
+			path := filepath.Join(dir, e.Name())
+			fi, err := os.Stat(path)
 			ok = err == nil && fi.IsDir()
+			if !ok && broken == nil {
+				if err == nil {
+					err = errors.New("not a directory")
+				}
+				target, _ := os.Readlink(path)
+				broken = fmt.Errorf("snapshot %s links to %s, which cannot be read: %w", e.Name(), target, err)
+			}
 		} else {
 			ok = e.IsDir()
 		}
@@ -141,7 +158,7 @@ func listSnapshots(dir string) ([]int64, error) {
 			out = append(out, v)
 		}
 	}
-	return out, nil // ReadDir sorts by name, and names sort by version
+	return out, broken, nil // ReadDir sorts by name, and names sort by version
 }
 
 func readCurrent(dir string) (int64, error) {

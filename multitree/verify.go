@@ -56,33 +56,6 @@ func Verify(dir string) (*VerifyReport, error) {
 	return retryBesideWriter(dir, func() (*VerifyReport, error) { return verifyOnce(dir) })
 }
 
-// checkSnapshotLinks reports a snapshot linked back under its name (one
-// moved to another disk) whose target is gone or is not a directory: the
-// listing leaves it out, but a kept snapshot is missing (a disk not
-// mounted, a target removed by hand).
-func checkSnapshotLinks(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if _, ok := parseSnapshotDirName(e.Name()); !ok || e.Type()&fs.ModeSymlink == 0 {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		fi, err := os.Stat(path)
-		if err == nil && fi.IsDir() {
-			continue
-		}
-		target, _ := os.Readlink(path)
-		if err == nil {
-			err = errors.New("not a directory")
-		}
-		return fmt.Errorf("%w: snapshot %s links to %s, which cannot be read: %w", ErrCorrupt, e.Name(), target, err)
-	}
-	return nil
-}
-
 // pruned reports whether the snapshot of version v is no longer listed
 // (false if the directory cannot be read).
 func pruned(dir string, v int64) bool {
@@ -196,12 +169,14 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrNotFound, dir, err)
 	}
-	versions, err := listSnapshots(dir)
+	// a snapshot linked back whose target is gone is a kept snapshot
+	// missing (a disk not mounted, a target removed by hand)
+	versions, broken, err := scanSnapshots(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSnapshotLinks(dir); err != nil {
-		return nil, err
+	if broken != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, broken)
 	}
 	rep := &VerifyReport{}
 	for _, v := range versions {

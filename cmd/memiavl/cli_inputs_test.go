@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
 // dumpJSON runs dump --json on dir and decodes its report.
@@ -330,14 +331,14 @@ func TestCLIRewriteNothingToWritePrunes(t *testing.T) {
 	if !strings.Contains(out, "nothing to write") || !strings.Contains(out, "pruned: [0 10]") {
 		t.Fatalf("rewrite-snapshot --keep-recent 1: %s", out)
 	}
-	if kept, err := listSnapshotVersions(dir); err != nil || !slices.Equal(kept, []int64{20, 30}) {
+	if kept, err := multitree.SnapshotVersions(dir); err != nil || !slices.Equal(kept, []int64{20, 30}) {
 		t.Fatalf("kept snapshots %v (%v), want [20 30]", kept, err)
 	}
 	out = mustCLI(t, "rewrite-snapshot", "--keep-recent", "0", dir)
 	if !strings.Contains(out, "pruned: [20]") {
 		t.Fatalf("rewrite-snapshot --keep-recent 0: %s", out)
 	}
-	if kept, err := listSnapshotVersions(dir); err != nil || !slices.Equal(kept, []int64{30}) {
+	if kept, err := multitree.SnapshotVersions(dir); err != nil || !slices.Equal(kept, []int64{30}) {
 		t.Fatalf("kept snapshots %v (%v), want [30]", kept, err)
 	}
 	out = mustCLI(t, "rewrite-snapshot", "--keep-recent", "0", dir)

@@ -101,7 +101,7 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	if tt, ok := db.LogTornTail(); ok {
 		res.WALTornTail = &tt
 	}
-	if res.Snapshots, err = listSnapshotVersions(dir); err != nil {
+	if res.Snapshots, err = multitree.SnapshotVersions(dir); err != nil {
 		return err
 	}
 	if res.WALFirst, res.WALLast, err = walRange(filepath.Join(dir, walDirName)); err != nil {

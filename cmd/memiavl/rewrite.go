@@ -128,7 +128,7 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	}
 	var keptBefore []int64
 	if o.rollback {
-		if keptBefore, err = listSnapshotVersions(dir); err != nil {
+		if keptBefore, err = multitree.SnapshotVersions(dir); err != nil {
 			return err
 		}
 	}
@@ -173,7 +173,7 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		// still kept after a plain open are the database's own
 		kept := keptBefore
 		if !o.rollback {
-			if kept, err = listSnapshotVersions(dir); err != nil {
+			if kept, err = multitree.SnapshotVersions(dir); err != nil {
 				return err
 			}
 		}
@@ -197,7 +197,7 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		if err := db.Close(); err != nil {
 			return err
 		}
-		after, err := listSnapshotVersions(dir)
+		after, err := multitree.SnapshotVersions(dir)
 		if err != nil {
 			return err
 		}
@@ -260,7 +260,7 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		return err
 	}
 	written := dirSize(filepath.Join(dir, snapshotDirName(version)))
-	kept, _ := listSnapshotVersions(dir)
+	kept, _ := multitree.SnapshotVersions(dir)
 	first, last, _ := walRange(filepath.Join(dir, walDirName))
 	var t table
 	t.add("snapshot", "%s written: %s in %.2fs (%.1f MB/s)", snapshotDirName(version), formatBytes(written),
@@ -295,7 +295,7 @@ func missingFrom(before, after []int64, base int64) []int64 {
 // current one (left by a rewrite at an older --version): a writer open
 // removes them, as it removes every leftover of an interrupted write.
 func removeNewerSnapshots(dir string, current int64) error {
-	kept, err := listSnapshotVersions(dir)
+	kept, err := multitree.SnapshotVersions(dir)
 	if err != nil || len(kept) == 0 || kept[len(kept)-1] <= current {
 		return err
 	}

@@ -16,7 +16,6 @@ import (
 	"syscall"
 
 	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
-	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -76,12 +75,6 @@ func treeDirName(store string) string {
 		return "s-" + store
 	}
 	return "x-" + hex.EncodeToString([]byte(store))
-}
-
-// listSnapshotVersions returns the versions of the complete snapshot
-// directories in dir, ascending, as the database lists them.
-func listSnapshotVersions(dir string) ([]int64, error) {
-	return multitree.SnapshotVersions(dir)
 }
 
 // dirSize returns the bytes of the regular files under path (apparent
