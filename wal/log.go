@@ -27,15 +27,16 @@ type ChangeSet struct {
 
 // RenamedStore is a store renamed by an upgrade.
 type RenamedStore struct {
-	OldName, NewName string
+	OldName string `json:"old_name"`
+	NewName string `json:"new_name"`
 }
 
 // Upgrades are the store additions, renames and deletions applied in a
 // version.
 type Upgrades struct {
-	Added   []string
-	Renamed []RenamedStore
-	Deleted []string
+	Added   []string       `json:"added,omitempty"`
+	Renamed []RenamedStore `json:"renamed,omitempty"`
+	Deleted []string       `json:"deleted,omitempty"`
 }
 
 // Entry is everything logged for one version.

@@ -299,6 +299,15 @@ func TestCLIDumpAcrossUpgrades(t *testing.T) {
 		if (e.Upgrades != nil) != (e.Version == 3 || e.Version == 6 || e.Version == 8) {
 			t.Errorf("version %d: upgrades %+v", e.Version, e.Upgrades)
 		}
+		// upgrades in snake case, without empty lists
+		want := map[int64]string{
+			3: `"upgrades":{"added":["c"]}`,
+			6: `"upgrades":{"renamed":[{"old_name":"b","new_name":"bb"}]}`,
+			8: `"upgrades":{"deleted":["a"]}`,
+		}[e.Version]
+		if want != "" && !strings.Contains(l, want) {
+			t.Errorf("version %d: %s, want %s", e.Version, l, want)
+		}
 	}
 	// export and import of a version before the upgrades, at the
 	// stream's height and below its nodes' versions
