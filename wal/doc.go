@@ -23,7 +23,11 @@
 // newest segment, once it has found the segment before it ending with the
 // record just before the empty one's base (that segment was fsynced before
 // the empty one was created: ending earlier, it lost durable records, and
-// Open reports the damage, keeping the empty segment). Each segment starts with a header carrying a magic
+// Open reports the damage, keeping the empty segment; so it does when the
+// segment before is empty too). Every entry with a segment's name must be
+// a regular file in the log's directory: Open refuses a symbolic link or a
+// directory so named, whose versions it could not account for. Each
+// segment starts with a header carrying a magic
 // number, the format version and the kind of appends that wrote its
 // records. format.go defines the bytes of the header, the record frame and
 // the entry encoding. Format version 2 added the kind of appends; version

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -75,6 +76,12 @@ func (osFS) ReadDir(dir string) ([]string, error) {
 	for _, e := range ents {
 		if e.Type().IsRegular() {
 			names = append(names, e.Name())
+		} else if IsSegmentFile(e.Name()) {
+			// skipped, a segment linked in from elsewhere would lose its
+			// versions (and let the writer append them anew); a directory
+			// would fail the roll onto its name
+			return nil, fmt.Errorf("%s is not a regular file (%s): a log segment must be one, in the log's directory",
+				filepath.Join(dir, e.Name()), e.Type())
 		}
 	}
 	return names, nil

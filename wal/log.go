@@ -191,17 +191,30 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// create makes the log's directory if it is missing, and its entry in the
-// parent durable, before any record in it can be acknowledged.
+// create makes the log's directory and its missing parents, and their
+// entries in their parents durable, before any record in it can be
+// acknowledged.
 func (l *Log) create() error {
-	if _, err := l.fs.ReadDir(l.dir); !errors.Is(err, iofs.ErrNotExist) {
-		return nil // there, or an error listSegments reports
+	var missing []string // the log's directory and its missing parents, innermost first
+	for d := filepath.Clean(l.dir); ; d = filepath.Dir(d) {
+		if _, err := l.fs.ReadDir(d); !errors.Is(err, iofs.ErrNotExist) {
+			break // there, or an error listSegments or MkdirAll reports
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
 	}
 	if err := l.fs.MkdirAll(l.dir); err != nil {
 		return fmt.Errorf("wal: create %s: %w", l.dir, err)
 	}
-	if err := l.fs.SyncDir(filepath.Dir(filepath.Clean(l.dir))); err != nil {
-		return fmt.Errorf("wal: sync the parent of %s: %w", l.dir, err)
+	for i := len(missing) - 1; i >= 0; i-- { // outermost first
+		if err := l.fs.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return fmt.Errorf("wal: sync the parent of %s: %w", missing[i], err)
+		}
 	}
 	return nil
 }
@@ -294,6 +307,13 @@ func (l *Log) load() (err error) {
 		if lastV >= s.base && dropped > 0 && lastV != dropped-1 {
 			f.Close()
 			return corruptAt(s.path, end, "segment ends at version %d but the next segment, %s, empty, starts at %d", lastV, segmentName(dropped), dropped)
+		}
+		if lastV < s.base && dropped > 0 {
+			// a segment is created only after the one before it holds a
+			// record: the empty one after this one was created when this
+			// one held the records up to its base
+			f.Close()
+			return corruptAt(s.path, end, "segment holds no record but the next segment, %s, empty, starts at %d", segmentName(dropped), dropped)
 		}
 		if lastV >= s.base {
 			last = lastV

@@ -33,7 +33,11 @@ func (l *Log) Replay(from, to int64, fn func(Entry) error) error {
 	}
 	l.truncMu.RLock()
 	defer l.truncMu.RUnlock()
+	return l.replayLocked(from, to, fn)
+}
 
+// replayLocked is Replay with truncMu held shared by the caller.
+func (l *Log) replayLocked(from, to int64, fn func(Entry) error) error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -116,12 +120,20 @@ func (l *Log) replaySegment(segs []segment, i int, from, to int64, fn func(Entry
 // decoding and version continuity across segments. It returns nil for an
 // empty log and the first problem found otherwise (an error wrapping
 // ErrCorrupt that names the file and offset).
+//
+// The versions checked are those the log holds when Verify starts: a
+// truncation by another goroutine waits for Verify to return.
 func (l *Log) Verify() error {
+	l.truncMu.RLock()
+	defer l.truncMu.RUnlock()
 	l.mu.Lock()
-	first, last := l.mu.first, l.mu.last
+	closed, first, last := l.mu.closed, l.mu.first, l.mu.last
 	l.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
 	if last == 0 {
 		return nil
 	}
-	return l.Replay(first, last, func(Entry) error { return nil })
+	return l.replayLocked(first, last, func(Entry) error { return nil })
 }
