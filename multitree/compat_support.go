@@ -1,6 +1,7 @@
 package multitree
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -151,7 +153,8 @@ func latestVersionOnce(dir string) (int64, error) {
 // block reaches the database with its stores in another order. Change sets
 // without pairs change nothing and are left out. The stores an upgrade adds
 // or deletes are sorted too (the deletions apply first, then the renames
-// in order, then the additions, so neither list's order matters).
+// in order, then the additions, so neither list's order matters), and so
+// are the renames when their order cannot matter (canonicalRenames).
 func canonicalEntry(e wal.Entry) wal.Entry {
 	byStore := map[string][]wal.KVPair{}
 	var names []string
@@ -168,10 +171,35 @@ func canonicalEntry(e wal.Entry) wal.Entry {
 	out := e
 	out.Upgrades.Added = slices.Sorted(slices.Values(e.Upgrades.Added))
 	out.Upgrades.Deleted = slices.Sorted(slices.Values(e.Upgrades.Deleted))
+	out.Upgrades.Renamed = canonicalRenames(e.Upgrades.Renamed)
 	out.ChangeSets = make([]wal.ChangeSet, len(names))
 	for i, name := range names {
 		out.ChangeSets[i] = wal.ChangeSet{Name: name, Pairs: byStore[name]}
 	}
+	return out
+}
+
+// canonicalRenames returns renames sorted by old name when no rename's new
+// name is another's old name: each then moves a store the others leave
+// alone, and their order changes nothing. Otherwise (a chain such as a->b,
+// b->c) they stay in the order given, which is the order they apply in.
+func canonicalRenames(r []wal.RenamedStore) []wal.RenamedStore {
+	if len(r) < 2 {
+		return r
+	}
+	olds := make(map[string]bool, len(r))
+	for _, x := range r {
+		olds[x.OldName] = true
+	}
+	for _, x := range r {
+		if olds[x.NewName] {
+			return r
+		}
+	}
+	out := slices.Clone(r)
+	slices.SortFunc(out, func(a, b wal.RenamedStore) int {
+		return cmp.Or(strings.Compare(a.OldName, b.OldName), strings.Compare(a.NewName, b.NewName))
+	})
 	return out
 }
 

@@ -1155,6 +1155,9 @@ func (db *DB) SetInitialVersion(v int64) error {
 // ApplyUpgrades adds, renames and deletes stores in the working version, as
 // StoreUpgrades do in the SDK: the deletions first, then the renames in
 // order, then the additions. It must come before any change of the version.
+// A name that held a store (deleted in the same set or earlier, or renamed
+// away) may be added or renamed to, starting a new store, where rootmulti
+// refuses the load because the name's old iavl versions are still stored.
 //
 // The log records a version's upgrades as one such set, so a further call
 // in the same version is accepted only when the set of all the version's
