@@ -91,20 +91,43 @@ func writeFileReplace(dir, name string, data []byte) error {
 }
 
 // lockDir takes the writer's lock on dir/LOCK.
+//
+// The lock is on the file that path names once it is held: a holder that
+// removes the file (a failed import gives up the directory it made, or the
+// lock file it created) may have done so between this open and its flock,
+// leaving a lock on a file no other process can find; lockDir then opens
+// the path again.
 func lockDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, lockFileName)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+	for tries := 0; ; tries++ {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+			}
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		held, err := f.Stat()
+		if err != nil {
+			unlockDir(f)
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		named, err := os.Stat(path)
+		if err == nil && os.SameFile(held, named) {
+			return f, nil
+		}
+		unlockDir(f)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if tries == 100 {
+			return nil, fmt.Errorf("lock %s: the file is removed each time it is locked", path)
+		}
 	}
-	return f, nil
 }
 
 func unlockDir(f *os.File) error {

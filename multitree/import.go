@@ -272,6 +272,9 @@ type Importer struct {
 	existLock *os.File // on dir, when replacing a database there
 	owned     bool     // target holds no database but what this import writes
 	created   bool     // dir did not exist: a failed import removes it
+	// createdLock: dir existed without a lock file, which a failed
+	// import removes
+	createdLock bool
 	// createdTop is the outermost of dir and its parents that did not
 	// exist either: a failed import removes those that stay empty
 	createdTop string
@@ -354,6 +357,11 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 	}
 	if err := mkdirDurable(im.target); err != nil {
 		return nil, err
+	}
+	if im.target == dir && !im.created {
+		// a failure removes the lock file it creates (see abort)
+		_, err := os.Lstat(filepath.Join(dir, lockFileName))
+		im.createdLock = errors.Is(err, fs.ErrNotExist)
 	}
 	if im.lock, err = lockDir(im.target); err != nil {
 		return nil, err
@@ -942,6 +950,11 @@ func (im *Importer) abort() {
 				_ = giveUp(im.dir)
 			} else {
 				_ = removeImportLeftovers(im.dir)
+			}
+			if im.createdLock {
+				// removed under the lock: see lockDir
+				_ = os.Remove(filepath.Join(im.dir, lockFileName))
+				_ = syncDir(im.dir)
 			}
 			if im.created {
 				_ = os.RemoveAll(im.dir)
