@@ -273,8 +273,9 @@ type Importer struct {
 	owned     bool     // target holds no database but what this import writes
 	created   bool     // dir did not exist: a failed import removes it
 	// createdLock: dir existed without a lock file, which a failed
-	// import removes
-	createdLock bool
+	// import removes once lockOurs: no writer created a database in dir
+	// between that look and the lock
+	createdLock, lockOurs bool
 	// createdTop is the outermost of dir and its parents that did not
 	// exist either: a failed import removes those that stay empty
 	createdTop string
@@ -374,6 +375,8 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 			}
 			return nil, err
 		}
+		// no writer made a database (and its lock file) meanwhile
+		im.lockOurs = true
 		if err := checkImportTarget(dir); err != nil { // again, under the lock
 			return nil, err
 		}
@@ -951,11 +954,6 @@ func (im *Importer) abort() {
 			} else {
 				_ = removeImportLeftovers(im.dir)
 			}
-			if im.createdLock {
-				// removed under the lock: see lockDir
-				_ = os.Remove(filepath.Join(im.dir, lockFileName))
-				_ = syncDir(im.dir)
-			}
 			if im.created {
 				_ = os.RemoveAll(im.dir)
 				// then the parents it made, while they stay empty
@@ -967,6 +965,11 @@ func (im *Importer) abort() {
 				}
 			}
 		}
+	}
+	if im.createdLock && im.lockOurs {
+		// removed under the lock: see lockDir
+		_ = os.Remove(filepath.Join(im.dir, lockFileName))
+		_ = syncDir(im.dir)
 	}
 	_ = unlockDir(im.lock)
 	im.lock = nil
