@@ -68,6 +68,7 @@ func lookupEntry(h, i uint64) uint64 { return h&^uint40Mask | (i + 1) }
 // a present key costs one slot and one kvs entry, an absent one a slot. It
 // does not allocate; the value points into the mapping. A snapshot of format
 // version 1 has no lookup table: Lookup then binary-searches the leaves.
+// After Close it fails with an error wrapping ErrClosed.
 func (s *Snapshot) Lookup(key []byte) (idx uint64, value []byte, found bool, err error) {
 	return s.LookupHashed(key, lookupHash(key))
 }
@@ -77,6 +78,9 @@ func (s *Snapshot) Lookup(key []byte) (idx uint64, value []byte, found bool, err
 func (s *Snapshot) LookupHashed(key []byte, h uint64) (idx uint64, value []byte, found bool, err error) {
 	if s.lookup == nil {
 		if s.leafCount == 0 {
+			if s.closed.Load() {
+				return 0, nil, false, fmt.Errorf("%w: lookup in the snapshot in %s after Close", ErrClosed, s.dir)
+			}
 			return 0, nil, false, nil
 		}
 		i, found, err := s.Search(key, 0, s.leafCount)

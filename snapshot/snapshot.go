@@ -153,11 +153,31 @@ func (s *Snapshot) setViews() {
 	s.lookup = s.maps[metaFileIndexLookup]
 }
 
+// openRegular opens the file at path for reading, refusing anything but a
+// regular file (a FIFO would block the open or the read, and a device read
+// as the file's bytes) with an error wrapping ErrCorrupt.
+func openRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, corruptAt(path, 0, "not a regular file (%s)", fi.Mode().Type())
+	}
+	return f, fi, nil
+}
+
 // readMeta reads and checks the meta file at path.
 func readMeta(path string) (meta, error) {
-	f, err := os.Open(path)
+	f, _, err := openRegular(path)
 	if err != nil {
-		return meta{}, fmt.Errorf("snapshot: %w", err)
+		return meta{}, err
 	}
 	defer f.Close()
 	// Read one byte more than a meta file holds to detect a longer file.
@@ -259,16 +279,12 @@ func checkMetaFields(path string, b *[MetaSize]byte) error {
 // mapFile maps the file at path read-only after checking that it is size
 // bytes long. An empty file maps to nil.
 func mapFile(path string, size uint64) ([]byte, os.FileInfo, error) {
-	f, err := os.Open(path)
+	f, fi, err := openRegular(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("snapshot: %w", err)
+		return nil, nil, err
 	}
 	// The mapping outlives the descriptor.
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, nil, fmt.Errorf("snapshot: %w", err)
-	}
 	if err := checkLength(path, uint64(fi.Size()), size); err != nil {
 		return nil, nil, err
 	}
@@ -613,7 +629,9 @@ func (s *Snapshot) narrow(p uint64, lo, hi uint64) (uint64, uint64) {
 // key. It compares the 8-byte key prefixes first and reads full keys only
 // when they tie. It does not allocate.
 func (s *Snapshot) Search(key []byte, lo, hi uint64) (idx uint64, found bool, err error) {
-	if lo > hi || hi > uint64(len(s.leaves))/RecordSize {
+	// a closed snapshot has no leaves: only an empty range is left to
+	// refuse (with ErrClosed)
+	if lo > hi || hi > uint64(len(s.leaves))/RecordSize || hi == 0 && s.closed.Load() {
 		return 0, false, s.searchRangeError(lo, hi)
 	}
 	p := keyPrefix(key)

@@ -35,6 +35,7 @@ type SyncGroup struct {
 type groupFile struct {
 	f    *os.File
 	name string
+	dir  bool // synced at Sync only, after every entry made in it
 }
 
 // syncGroupParallel bounds the fsyncs Sync runs at once.
@@ -50,7 +51,7 @@ var fsyncFile = (*os.File).Sync
 
 // add hands f to the group, which closes it; errors name it as name. It
 // closes f and returns ErrClosed after Sync or Close.
-func (g *SyncGroup) add(f *os.File, name string) error {
+func (g *SyncGroup) add(f *os.File, name string, dir bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.done {
@@ -59,13 +60,23 @@ func (g *SyncGroup) add(f *os.File, name string) error {
 	}
 	if len(g.files) >= syncGroupMaxOpen {
 		// synced under the lock: the other writers wait, as they
-		// would for the descriptors
-		if err := syncAll(g.files); err != nil {
+		// would for the descriptors. Directories stay for Sync: entries
+		// made in them later (the renames of snapshots finished after
+		// this) must be durable too.
+		var flush, keep []groupFile
+		for _, gf := range g.files {
+			if gf.dir {
+				keep = append(keep, gf)
+			} else {
+				flush = append(flush, gf)
+			}
+		}
+		if err := syncAll(flush); err != nil {
 			g.early = append(g.early, err)
 		}
-		g.files = nil
+		g.files = keep
 	}
-	g.files = append(g.files, groupFile{f: f, name: name})
+	g.files = append(g.files, groupFile{f: f, name: name, dir: dir})
 	return nil
 }
 
@@ -76,13 +87,13 @@ func (g *SyncGroup) AddDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	return g.add(d, dir)
+	return g.add(d, dir, true)
 }
 
 // Add hands the open file f to the group, which syncs and closes it: a
 // file written beside the snapshots that becomes durable with them. After
 // Sync or Close it closes f and returns an error wrapping ErrClosed.
-func (g *SyncGroup) Add(f *os.File) error { return g.add(f, f.Name()) }
+func (g *SyncGroup) Add(f *os.File) error { return g.add(f, f.Name(), false) }
 
 // Sync fsyncs every file and directory of the group concurrently, closes
 // them and returns the errors, each naming its path. Later calls return

@@ -172,17 +172,12 @@ func (s *Snapshot) newChecksumCheck(viaMapping bool, files ...string) (*Checksum
 // mapped) it returns nil with viaMapping, for the check to read the
 // mapping, which reads go on serving, and an error otherwise.
 func (s *Snapshot) reopen(i int, path string, viaMapping bool) (*os.File, error) {
-	f, err := os.Open(path)
+	f, fi, err := openRegular(path)
 	if errors.Is(err, fs.ErrNotExist) && viaMapping && s.ids[i] != nil {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("snapshot: %w", err)
+		return nil, err
 	}
 	if s.ids[i] != nil && !os.SameFile(fi, s.ids[i]) {
 		f.Close()

@@ -544,7 +544,7 @@ func (w *Writer) release(f **os.File) error {
 	file := *f
 	*f = nil
 	if w.syncs != nil {
-		return w.syncs.add(file, filepath.Join(w.dir, filepath.Base(file.Name())))
+		return w.syncs.add(file, filepath.Join(w.dir, filepath.Base(file.Name())), false)
 	}
 	return file.Close()
 }
