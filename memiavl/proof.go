@@ -52,7 +52,7 @@ func (t *Tree) GetMembershipProof(key []byte) (proof *ics23.CommitmentProof, err
 // not verify against any root).
 func (t *Tree) GetNonMembershipProof(key []byte) (proof *ics23.CommitmentProof, err error) {
 	if key == nil {
-		return nil, ErrNilKey
+		key = []byte{} // the empty key, as a read of nil reads it (and iavl proves it)
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer recoverCorrupt(&err, t.pers.s)
@@ -123,7 +123,7 @@ func (t *Tree) neighbour(key []byte, above bool) []byte {
 // leaf, recording each inner node and the hash of the sibling not taken.
 func (t *Tree) existenceProof(key []byte) (*ics23.ExistenceProof, error) {
 	if key == nil {
-		return nil, ErrNilKey
+		key = []byte{} // the empty key, as a read of nil reads it (and iavl proves it)
 	}
 	if t.root.isNil() {
 		return nil, fmt.Errorf("%w: %s (empty tree)", ErrKeyNotFound, hexkey.Upper(key))
