@@ -76,8 +76,6 @@ func upgSet(store, key, value string) upgPair {
 	return upgPair{store: store, key: key, value: &value}
 }
 
-func upgDel(store, key string) upgPair { return upgPair{store: store, key: key} }
-
 func upgApply(t *testing.T, db *multitree.DB, o *upgRM, pairs []upgPair) {
 	t.Helper()
 	for _, p := range pairs {
