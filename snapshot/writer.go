@@ -515,7 +515,20 @@ func (w *Writer) Finish() error {
 	}
 	w.finished = true
 	w.tmp = ""
+	w.dropBuffers()
 	return nil
+}
+
+// dropBuffers lets go of the write buffers (about 850 KiB) once the writer
+// can write no more: a caller may keep a finished writer until a larger
+// operation ends (an import of many stores keeps each store's).
+func (w *Writer) dropBuffers() {
+	for i := range w.files {
+		w.files[i].buf = nil
+	}
+	if w.hashes != nil {
+		w.hashes.buf = nil
+	}
 }
 
 // DeferSync makes Finish leave every fsync to g (see SyncGroup). Finish
@@ -628,6 +641,7 @@ func (w *Writer) Abort() error {
 		w.finished = true
 		_ = w.fail(ErrClosed)
 	}
+	w.dropBuffers()
 	return errors.Join(errs...)
 }
 
