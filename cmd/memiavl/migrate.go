@@ -43,7 +43,8 @@ nothing is left in <dir>. The application database is a directory named
 <name>.db; it is only read (goleveldb and pebbledb ones are opened
 read-only, which a running node's lock refuses: stop the node first;
 pebble truncates its empty LOCK file as it takes the lock, which updates
-the file's modification time; a
+the file's modification time, and goleveldb creates an empty LOCK file in
+a copy that has none; a
 rocksdb one, in a build with the rocksdb tag, is opened by cosmos-db for
 writing, which adds rocksdb's own log and options files to it). <dir>
 must not hold a database, except one with nothing committed (version 0,
