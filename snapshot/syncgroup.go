@@ -90,6 +90,16 @@ func (g *SyncGroup) AddDir(dir string) error {
 	return g.add(d, dir, true)
 }
 
+// addFinishedDir is AddDir for a directory that gets no further entries
+// (a finished snapshot's own): the early flush may sync it with the files.
+func (g *SyncGroup) addFinishedDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return g.add(d, dir, false)
+}
+
 // Add hands the open file f to the group, which syncs and closes it: a
 // file written beside the snapshots that becomes durable with them. After
 // Sync or Close it closes f and returns an error wrapping ErrClosed.

@@ -172,6 +172,11 @@ func (s *Snapshot) newChecksumCheck(viaMapping bool, files ...string) (*Checksum
 // mapped) it returns nil with viaMapping, for the check to read the
 // mapping, which reads go on serving, and an error otherwise.
 func (s *Snapshot) reopen(i int, path string, viaMapping bool) (*os.File, error) {
+	if viaMapping && s.ids[i] != nil {
+		if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+			return nil, nil // not the file mapped, a regular one
+		}
+	}
 	f, fi, err := openRegular(path)
 	if errors.Is(err, fs.ErrNotExist) && viaMapping && s.ids[i] != nil {
 		return nil, nil

@@ -507,7 +507,7 @@ func (w *Writer) Finish() error {
 	w.tmp = w.dir
 	if w.syncs != nil {
 		// the files' entries; the caller adds the parent, for the rename
-		if err := w.syncs.AddDir(w.dir); err != nil {
+		if err := w.syncs.addFinishedDir(w.dir); err != nil {
 			return w.fail(err)
 		}
 	} else if err := syncDir(filepath.Dir(w.dir)); err != nil {
