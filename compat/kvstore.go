@@ -151,8 +151,10 @@ func applyPending(db *multitree.DB, stores ...*TreeStore) {
 }
 
 // Iterator implements types.KVStore: ascending over [start, end), a nil
-// bound being open. No write may happen to the store while the iterator is
-// open (write through a cache branch instead), as with iavl.
+// bound being open. As with iavl, writes to the store while the iterator is
+// open that fall outside the keys still to come do not disturb it (see
+// memiavl.Iterator); writes among them are against the KVStore contract
+// (write through a cache branch instead).
 func (st *TreeStore) Iterator(start, end []byte) types.Iterator {
 	return st.iterator(start, end, true)
 }

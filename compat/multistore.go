@@ -985,7 +985,7 @@ func (s *MultiStore) SetMetrics(m metrics.StoreMetrics) { s.metrics = m }
 // SetInitialVersion implements types.CommitMultiStore: the version of the
 // first commit of a new chain. It is remembered when called before a load,
 // and ignored once a version has been committed (as rootmulti's has no
-// effect then).
+// effect then, except on a store just added by upgrades: compat/README.md).
 func (s *MultiStore) SetInitialVersion(version int64) error {
 	s.initialVersion = version
 	db := s.db.Load()

@@ -15,19 +15,27 @@ import (
 // Key and Value, call Next to advance and Close when done.
 //
 // Keys and values of snapshot leaves are slices into the memory map: they must
-// not be modified and are valid while the tree's snapshot is open. The tree
-// must not be mutated while the iterator is in use; iterate a Copy to read
+// not be modified and are valid while the tree's snapshot is open. A change
+// of the tree while the iterator is open (a Set or Remove, which may change
+// nodes in place) makes the next Next find its place again: it moves to the
+// key after the current one (before it, descending) in the changed tree, so
+// changes outside the keys still to come do not disturb the iteration, and
+// changes among them are seen. Iterate a Copy to read a version unchanged
 // while writing.
 type Iterator struct {
 	t         *Tree
 	start     []byte
 	end       []byte
 	ascending bool
-	stack     []ref
-	key       []byte
-	value     []byte
-	valid     bool
-	err       error
+	// lo and hi bound the keys still to come: start and end, until a
+	// change of the tree narrows them to after (before) the current key
+	lo, hi []byte
+	mut    uint64 // t.mutations when the stack was built
+	stack  []ref
+	key    []byte
+	value  []byte
+	valid  bool
+	err    error
 
 	// a run of snapshot leaves being scanned sequentially: [next, stop)
 	// ascending or (stop, next] descending.
@@ -71,7 +79,8 @@ const scanBatch = 16
 
 // Iterator returns an iterator over [start, end); a nil bound is open.
 func (t *Tree) Iterator(start, end []byte, ascending bool) *Iterator {
-	it := &Iterator{t: t, start: start, end: end, ascending: ascending, stack: make([]ref, 0, 32)}
+	it := &Iterator{t: t, start: start, end: end, lo: start, hi: end, ascending: ascending,
+		stack: make([]ref, 0, 32), mut: t.mutations}
 	if !t.root.isNil() {
 		it.stack = append(it.stack, t.root)
 	}
@@ -140,8 +149,28 @@ func (it *Iterator) Close() error {
 }
 
 func (it *Iterator) inRange(key []byte) bool {
-	return (it.start == nil || bytes.Compare(key, it.start) >= 0) &&
-		(it.end == nil || bytes.Compare(key, it.end) < 0)
+	return (it.lo == nil || bytes.Compare(key, it.lo) >= 0) &&
+		(it.hi == nil || bytes.Compare(key, it.hi) < 0)
+}
+
+// reseek rebuilds the iteration from the root of the changed tree, over
+// the keys after the current one (before it, descending).
+func (it *Iterator) reseek() {
+	it.mut = it.t.mutations
+	if !it.valid {
+		return // ended: nothing comes
+	}
+	if it.ascending {
+		it.lo = append(bytes.Clone(it.key), 0) // the least key after it
+	} else {
+		it.hi = bytes.Clone(it.key)
+	}
+	it.scanning = false
+	it.bi, it.bn = 0, 0
+	it.stack = it.stack[:0]
+	if !it.t.root.isNil() {
+		it.stack = append(it.stack, it.t.root)
+	}
 }
 
 // Next advances the iterator.
@@ -152,6 +181,9 @@ func (it *Iterator) Next() {
 	if it.err != nil {
 		it.valid, it.key, it.value = false, nil, nil
 		return
+	}
+	if it.mut != it.t.mutations {
+		it.reseek()
 	}
 	if it.bi < it.bn {
 		kv := &it.batch[it.bi]
@@ -195,8 +227,8 @@ func (it *Iterator) advance() {
 			continue
 		}
 		// The left subtree holds keys < n.key(), the right one keys >= n.key().
-		goLeft := it.start == nil || bytes.Compare(it.start, n.key()) < 0
-		goRight := it.end == nil || bytes.Compare(n.key(), it.end) < 0
+		goLeft := it.lo == nil || bytes.Compare(it.lo, n.key()) < 0
+		goRight := it.hi == nil || bytes.Compare(n.key(), it.hi) < 0
 		if it.ascending {
 			if goRight {
 				it.stack = append(it.stack, n.right)
@@ -220,11 +252,11 @@ func (it *Iterator) advance() {
 // fall in [start, end). It reports whether the run is non-empty.
 func (it *Iterator) startScan(p pref) bool {
 	lo, hi := it.t.pers.leafRange(p)
-	if it.start != nil {
-		lo = it.t.pers.searchLeaf(it.start, lo, hi)
+	if it.lo != nil {
+		lo = it.t.pers.searchLeaf(it.lo, lo, hi)
 	}
-	if it.end != nil {
-		hi = it.t.pers.searchLeaf(it.end, lo, hi)
+	if it.hi != nil {
+		hi = it.t.pers.searchLeaf(it.hi, lo, hi)
 	}
 	if lo >= hi {
 		return false

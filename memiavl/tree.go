@@ -44,6 +44,9 @@ type Tree struct {
 	// changes counts the Set and Remove calls since the root was last
 	// hashed: enough of them make hashing split across goroutines.
 	changes int
+	// mutations counts every Set and Remove: an open iterator that sees it
+	// change finds its place again (nodes may have changed in place).
+	mutations uint64
 	// With excl set, nodes of versions above exclAbove belong to this tree
 	// alone and are mutated in place like uncommitted ones (see
 	// SetExclusive).
@@ -256,6 +259,7 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	t.record(key)
 	t.dirty = true
 	t.changes++
+	t.mutations++
 	v := t.WorkingVersion()
 	if t.root.isNil() {
 		t.root = memRef(newLeaf(key, value, v))
@@ -289,6 +293,7 @@ func (t *Tree) Remove(key []byte) (removed bool, err error) {
 	defer recoverCorrupt(&err, t.pers.s)
 	t.record(key)
 	t.changes++
+	t.mutations++
 	newRoot, _, removed := t.remove(t.root, key, t.WorkingVersion())
 	if removed {
 		t.root = newRoot
