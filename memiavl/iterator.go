@@ -154,16 +154,26 @@ func (it *Iterator) inRange(key []byte) bool {
 }
 
 // reseek rebuilds the iteration from the root of the changed tree, over
-// the keys after the current one (before it, descending).
+// the keys after the current one (before it, descending). The current key
+// may be a slice of the mapping: it is copied under the fault guard.
 func (it *Iterator) reseek() {
 	it.mut = it.t.mutations
 	if !it.valid {
 		return // ended: nothing comes
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			it.err = corruptFrom(r, it.t.pers.s)
+			it.valid, it.key, it.value = false, nil, nil
+		}
+	}()
+	k := make([]byte, len(it.key)+1) // ascending: key+0x00, the least key after it
+	copy(k, it.key)
 	if it.ascending {
-		it.lo = append(bytes.Clone(it.key), 0) // the least key after it
+		it.lo = k
 	} else {
-		it.hi = bytes.Clone(it.key)
+		it.hi = k[:len(it.key)]
 	}
 	it.scanning = false
 	it.bi, it.bn = 0, 0
@@ -183,7 +193,9 @@ func (it *Iterator) Next() {
 		return
 	}
 	if it.mut != it.t.mutations {
-		it.reseek()
+		if it.reseek(); it.err != nil {
+			return
+		}
 	}
 	if it.bi < it.bn {
 		kv := &it.batch[it.bi]
