@@ -21,6 +21,69 @@ type logModel struct {
 	next        int64
 }
 
+// appended records the Append of e.
+func (m *logModel) appended(e Entry) {
+	m.entries[e.Version] = e
+	if m.last == 0 {
+		m.first = e.Version
+	}
+	m.last, m.next = e.Version, e.Version+1
+}
+
+// truncatedBack records TruncateBack(v).
+func (m *logModel) truncatedBack(v int64) {
+	switch {
+	case v == m.last:
+	case v < m.first:
+		m.first, m.last, m.next = 0, 0, v+1
+	default:
+		m.last, m.next = v, v+1
+	}
+}
+
+// reset records Reset(n).
+func (m *logModel) reset(n int64) { m.first, m.last, m.next = 0, 0, n }
+
+// reopened records a reopen: an empty log takes any version next.
+func (m *logModel) reopened() {
+	if m.last == 0 {
+		m.next = 0
+	}
+}
+
+// check compares l with the model: its last version, a first version
+// within the model's (TruncateFront may have moved it up, which the model
+// then takes), and the entries Replay returns.
+func (m *logModel) check(l *Log) error {
+	if got := l.LastVersion(); got != m.last {
+		return fmt.Errorf("LastVersion %d, want %d", got, m.last)
+	}
+	first := l.FirstVersion()
+	if m.last == 0 {
+		if first != 0 {
+			return fmt.Errorf("FirstVersion %d of an empty log", first)
+		}
+		return nil
+	}
+	if first < m.first || first > m.last {
+		return fmt.Errorf("FirstVersion %d, model %d..%d", first, m.first, m.last)
+	}
+	got, err := collect(l, first, m.last)
+	if err != nil {
+		return fmt.Errorf("replay %d..%d: %v", first, m.last, err)
+	}
+	if int64(len(got)) != m.last-first+1 {
+		return fmt.Errorf("replay %d..%d: %d entries", first, m.last, len(got))
+	}
+	for i, e := range got {
+		if d := entryDiff(m.entries[first+int64(i)], e); d != "" {
+			return fmt.Errorf("replay: %s", d)
+		}
+	}
+	m.first = first
+	return nil
+}
+
 // TestLogRandomOps runs random sequences of Append, Flush, TruncateBack,
 // Reset, TruncateFront, RollAt and reopens (under random options) against a
 // model and checks that Replay returns exactly the model's entries.
@@ -53,32 +116,9 @@ func TestLogRandomOps(t *testing.T) {
 		}
 		check := func() {
 			t.Helper()
-			if got := l.LastVersion(); got != m.last {
-				fail("LastVersion %d, want %d", got, m.last)
+			if err := m.check(l); err != nil {
+				fail("%v", err)
 			}
-			first := l.FirstVersion()
-			if m.last == 0 {
-				if first != 0 {
-					fail("FirstVersion %d of an empty log", first)
-				}
-				return
-			}
-			if first < m.first || first > m.last {
-				fail("FirstVersion %d, model %d..%d", first, m.first, m.last)
-			}
-			got, err := collect(l, first, m.last)
-			if err != nil {
-				fail("replay %d..%d: %v", first, m.last, err)
-			}
-			if int64(len(got)) != m.last-first+1 {
-				fail("replay %d..%d: %d entries", first, m.last, len(got))
-			}
-			for i, e := range got {
-				if d := entryDiff(m.entries[first+int64(i)], e); d != "" {
-					fail("replay: %s", d)
-				}
-			}
-			m.first = first
 		}
 		for range 80 {
 			switch op := rng.IntN(100); {
@@ -96,11 +136,7 @@ func TestLogRandomOps(t *testing.T) {
 					if err := l.Append(e); err != nil {
 						fail("append %d: %v", v, err)
 					}
-					m.entries[v] = e
-					if m.last == 0 {
-						m.first = v
-					}
-					m.last, m.next = v, v+1
+					m.appended(e)
 				}
 			case op < 55:
 				trace = append(trace, "Flush")
@@ -116,20 +152,14 @@ func TestLogRandomOps(t *testing.T) {
 				if err := l.TruncateBack(v); err != nil {
 					fail("TruncateBack(%d): %v", v, err)
 				}
-				switch {
-				case v == m.last:
-				case v < m.first:
-					m.first, m.last, m.next = 0, 0, v+1
-				default:
-					m.last, m.next = v, v+1
-				}
+				m.truncatedBack(v)
 			case op < 68:
 				n := 1 + rng.Int64N(m.last+10)
 				trace = append(trace, fmt.Sprintf("Reset(%d)", n))
 				if err := l.Reset(n); err != nil {
 					fail("Reset(%d): %v", n, err)
 				}
-				m.first, m.last, m.next = 0, 0, n
+				m.reset(n)
 			case op < 78:
 				v := m.first + rng.Int64N(m.last-m.first+20)
 				trace = append(trace, fmt.Sprintf("TruncateFront(%d)", v))
@@ -157,9 +187,7 @@ func TestLogRandomOps(t *testing.T) {
 				if l, err = Open(memDir, opts); err != nil {
 					t.Fatalf("iteration %d: reopen: %v\ntrace:\n%s", iter, err, strings.Join(trace, "\n"))
 				}
-				if m.last == 0 {
-					m.next = 0
-				}
+				m.reopened()
 			}
 			check()
 		}

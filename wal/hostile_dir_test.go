@@ -104,16 +104,26 @@ func TestSegmentNamedDirectoryRejected(t *testing.T) {
 // snapshot): it checks the versions the log holds when it starts, the
 // truncation waiting for it, and never a range that is no longer there.
 func TestVerifyConcurrentTruncateFront(t *testing.T) {
+	verifyBesideTruncation(t, func(l *Log, last int64) error { return l.TruncateFront(last) })
+}
+
+// TestVerifyConcurrentTruncateBack: the same with TruncateBack.
+func TestVerifyConcurrentTruncateBack(t *testing.T) {
+	verifyBesideTruncation(t, func(l *Log, last int64) error { return l.TruncateBack(last - 5) })
+}
+
+// verifyBesideTruncation starts Verify while truncate waits for a Replay
+// in progress (which holds the truncation lock shared), and requires it to
+// answer nil.
+func verifyBesideTruncation(t *testing.T, truncate func(l *Log, last int64) error) {
 	dir := t.TempDir()
-	names := buildSegments(t, dir, 30)
-	if len(names) < 3 {
+	if names := buildSegments(t, dir, 30); len(names) < 3 {
 		t.Fatalf("want at least 3 segments, got %v", names)
 	}
 	l := mustOpen(t, dir, Options{})
 	defer l.Close()
 	last := l.LastVersion()
 
-	// A Replay in progress holds the truncation lock shared.
 	inFn := make(chan struct{})
 	release := make(chan struct{})
 	replayDone := make(chan error, 1)
@@ -125,12 +135,11 @@ func TestVerifyConcurrentTruncateFront(t *testing.T) {
 		})
 	}()
 	<-inFn
-	// TruncateFront queues behind it.
+	// the truncation queues behind the Replay
 	truncDone := make(chan error, 1)
-	go func() { truncDone <- l.TruncateFront(last) }()
+	go func() { truncDone <- truncate(l, last) }()
 	waitTruncationQueued(l)
-	// Verify starts now: it reads first and last, then waits behind the
-	// pending TruncateFront.
+	// Verify starts now, behind the pending truncation
 	verifyDone := make(chan error, 1)
 	go func() { verifyDone <- l.Verify() }()
 	letOthersRun()
@@ -142,45 +151,8 @@ func TestVerifyConcurrentTruncateFront(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-verifyDone; err != nil {
-		t.Fatalf("Verify of a sound log under a concurrent TruncateFront: %v (ErrCorrupt %v, ErrVersionNotFound %v)",
+		t.Fatalf("Verify of a sound log beside a truncation: %v (ErrCorrupt %v, ErrVersionNotFound %v)",
 			err, errors.Is(err, ErrCorrupt), errors.Is(err, ErrVersionNotFound))
-	}
-}
-
-// TestVerifyConcurrentTruncateBack: the same with TruncateBack.
-func TestVerifyConcurrentTruncateBack(t *testing.T) {
-	dir := t.TempDir()
-	buildSegments(t, dir, 30)
-	l := mustOpen(t, dir, Options{})
-	defer l.Close()
-	last := l.LastVersion()
-
-	inFn := make(chan struct{})
-	release := make(chan struct{})
-	replayDone := make(chan error, 1)
-	go func() {
-		replayDone <- l.Replay(1, 1, func(Entry) error {
-			close(inFn)
-			<-release
-			return nil
-		})
-	}()
-	<-inFn
-	truncDone := make(chan error, 1)
-	go func() { truncDone <- l.TruncateBack(last - 5) }()
-	waitTruncationQueued(l)
-	verifyDone := make(chan error, 1)
-	go func() { verifyDone <- l.Verify() }()
-	letOthersRun()
-	close(release)
-	if err := <-replayDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-truncDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-verifyDone; err != nil {
-		t.Fatalf("Verify of a sound log under a concurrent TruncateBack: %v", err)
 	}
 }
 

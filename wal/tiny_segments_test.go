@@ -42,35 +42,12 @@ func TestTinySegmentsRandomOps(t *testing.T) {
 		}
 		check := func(l *Log) {
 			t.Helper()
-			if got := l.LastVersion(); got != m.last {
-				fail("LastVersion %d, want %d", got, m.last)
-			}
-			first := l.FirstVersion()
-			if m.last == 0 {
-				if first != 0 {
-					fail("FirstVersion %d of an empty log", first)
-				}
-				return
-			}
-			if first < m.first || first > m.last {
-				fail("FirstVersion %d, model %d..%d", first, m.first, m.last)
-			}
-			got, err := collect(l, first, m.last)
-			if err != nil {
-				fail("replay %d..%d: %v", first, m.last, err)
-			}
-			if int64(len(got)) != m.last-first+1 {
-				fail("replay %d..%d: %d entries", first, m.last, len(got))
-			}
-			for i, e := range got {
-				if d := entryDiff(m.entries[first+int64(i)], e); d != "" {
-					fail("replay: %s", d)
-				}
+			if err := m.check(l); err != nil {
+				fail("%v", err)
 			}
 			if err := l.Verify(); err != nil {
 				fail("verify: %v", err)
 			}
-			m.first = first
 		}
 		for range 60 {
 			switch op := rng.IntN(100); {
@@ -85,11 +62,7 @@ func TestTinySegmentsRandomOps(t *testing.T) {
 					if err := l.Append(e); err != nil {
 						fail("append %d: %v", v, err)
 					}
-					m.entries[v] = e
-					if m.last == 0 {
-						m.first = v
-					}
-					m.last, m.next = v, v+1
+					m.appended(e)
 				}
 			case op < 55:
 				v := m.last - rng.Int64N(4)
@@ -100,20 +73,14 @@ func TestTinySegmentsRandomOps(t *testing.T) {
 				if err := l.TruncateBack(v); err != nil {
 					fail("TruncateBack(%d): %v", v, err)
 				}
-				switch {
-				case v == m.last:
-				case v < m.first:
-					m.first, m.last, m.next = 0, 0, v+1
-				default:
-					m.last, m.next = v, v+1
-				}
+				m.truncatedBack(v)
 			case op < 58:
 				n := 1 + rng.Int64N(m.last+5)
 				trace = append(trace, fmt.Sprintf("Reset(%d)", n))
 				if err := l.Reset(n); err != nil {
 					fail("Reset(%d): %v", n, err)
 				}
-				m.first, m.last, m.next = 0, 0, n
+				m.reset(n)
 			case op < 68:
 				v := m.first + rng.Int64N(m.last-m.first+5)
 				trace = append(trace, fmt.Sprintf("TruncateFront(%d)", v))
@@ -156,9 +123,7 @@ func TestTinySegmentsRandomOps(t *testing.T) {
 				if l, err = Open(memDir, opts); err != nil {
 					t.Fatalf("iteration %d: reopen after crash: %v\ntrace:\n%s", iter, err, strings.Join(trace, "\n"))
 				}
-				if m.last == 0 {
-					m.next = 0
-				}
+				m.reopened()
 			default:
 				trace = append(trace, "reopen")
 				if err := l.Close(); err != nil {
@@ -170,9 +135,7 @@ func TestTinySegmentsRandomOps(t *testing.T) {
 				if l, err = Open(memDir, opts); err != nil {
 					t.Fatalf("iteration %d: reopen: %v\ntrace:\n%s", iter, err, strings.Join(trace, "\n"))
 				}
-				if m.last == 0 {
-					m.next = 0
-				}
+				m.reopened()
 			}
 			check(l)
 		}
