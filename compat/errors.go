@@ -2,6 +2,7 @@ package compat
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
@@ -46,3 +47,13 @@ type noCommitInfo struct{}
 
 func (noCommitInfo) Error() string { return "no commit info found" }
 func (noCommitInfo) Unwrap() error { return multitree.ErrVersion }
+
+// noVersion is the error for a version outside 1..db.Version(): rootmulti's,
+// or, when db was closed under the call (its version then reads 0), one
+// wrapping multitree.ErrClosed.
+func noVersion(db *multitree.DB) error {
+	if db.LastCommitInfo() == nil {
+		return fmt.Errorf("no commit info found: %w", multitree.ErrClosed)
+	}
+	return noCommitInfo{}
+}

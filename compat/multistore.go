@@ -850,7 +850,7 @@ func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
 		return nil, fmt.Errorf("no commit info found: %w", ErrNotLoaded)
 	}
 	if ver <= 0 || ver > db.Version() {
-		return nil, noCommitInfo{}
+		return nil, noVersion(db)
 	}
 	if info := db.LastCommitInfo(); info != nil && info.Version == ver {
 		return cloneCommitInfo(info), nil
@@ -1110,7 +1110,7 @@ func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMulti
 		return nil, ErrNotLoaded
 	}
 	if version <= 0 || version > db.Version() {
-		return nil, noCommitInfo{}
+		return nil, noVersion(db)
 	}
 	v, err := s.views.get(db, version)
 	if errors.Is(err, multitree.ErrBeforeFirstVersion) {
