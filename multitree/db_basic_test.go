@@ -536,21 +536,10 @@ func TestBackgroundFailuresJoined(t *testing.T) {
 		}
 		return nil
 	}
-	waitPrune := func() {
-		for {
-			db.mu.Lock()
-			p := db.mu.pruning
-			db.mu.Unlock()
-			if !p {
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
 	commitBlock(t, db, crashBlock(6, 1)) // starts rewrite 1 at version 1
 	waitRewrite(db)
 	commitBlock(t, db, crashBlock(6, 2)) // switches to it, prune fails; starts rewrite 2 (fails)
-	waitPrune()
+	waitForPrune(t, db)
 	waitRewrite(db)
 	if err := db.ApplyChangeSets(crashBlock(6, 3)); err != nil {
 		t.Fatal(err)

@@ -174,7 +174,7 @@ func TestEdgeViewAtExtremes(t *testing.T) {
 // released on other goroutines neither panics nor fails the reads with
 // anything but ErrClosed.
 func TestEdgeCloseBesideReaders(t *testing.T) {
-	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 2, ViewCacheSize: 1})
+	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 2, SnapshotKeepRecent: 10, ViewCacheSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -385,7 +385,7 @@ func TestFailPruneFailure(t *testing.T) {
 		if err != nil {
 			sawErr = err
 		}
-		time.Sleep(10 * time.Millisecond)
+		waitForPrune(t, db) // the next commit reports its end
 	}
 	if !errors.Is(sawErr, ErrRewrite) || !errors.Is(sawErr, injected) {
 		t.Fatalf("prune failure reported as %v", sawErr)
@@ -394,7 +394,7 @@ func TestFailPruneFailure(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		waitRewrite(db)
 		rvCommitTolerant(t, db, seed)
-		time.Sleep(10 * time.Millisecond)
+		waitForPrune(t, db)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)

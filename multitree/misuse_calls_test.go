@@ -186,7 +186,7 @@ func TestMisuseRecommitEmptyAtTarget(t *testing.T) {
 func TestMisuseViewsAfterClose(t *testing.T) {
 	dir := t.TempDir()
 	const seed = 3
-	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 1})
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: 1, SnapshotKeepRecent: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

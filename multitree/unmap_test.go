@@ -93,7 +93,7 @@ func testUnmapOffCommitPath(t *testing.T, holdView bool) {
 		// background rewrites switch in commits until one unmaps
 		for i := 0; i < 200 && unmapped == 0; i++ {
 			commit(i)
-			time.Sleep(time.Millisecond) // lets rewrites finish
+			waitRewrite(db) // the next commit switches to its snapshot
 		}
 		if unmapped == 0 {
 			t.Fatal("no snapshot was unmapped in 200 commits")

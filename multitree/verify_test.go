@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
@@ -198,7 +197,7 @@ func TestRewriteOverDamagedSnapshot(t *testing.T) {
 				t.Fatalf("version %d not committed with the report: %v", v, err)
 			}
 		}
-		time.Sleep(time.Millisecond)
+		waitRewrite(db) // the next commit reports its end
 	}
 	if !errors.Is(failed, ErrRewrite) || !errors.Is(failed, ErrCorrupt) {
 		t.Fatalf("background rewrite over a damaged snapshot: %v", failed)
@@ -218,7 +217,7 @@ func TestRewriteOverDamagedSnapshot(t *testing.T) {
 	defer db.Close()
 	for i := 0; i < 200 && db.SnapshotVersion() == 8; i++ {
 		commitN(t, db, 1, 1)
-		time.Sleep(time.Millisecond)
+		waitRewrite(db) // the next commit switches to its snapshot
 	}
 	if db.SnapshotVersion() == 8 {
 		t.Fatal("no rewrite after the repair")
