@@ -347,7 +347,11 @@ func TestCloseBesideHeldSnapshotAndIterations(t *testing.T) {
 		dir := t.TempDir()
 		keys := keyring{}
 		cfg := testConfig()
-		cfg.SnapshotInterval, cfg.SnapshotKeepRecent, cfg.QueryViews = 1, 0, 1
+		// a rewrite every block, the one before the current snapshot
+		// kept: the current one is at most 9 (switched to by the commit
+		// of 10), so heights 8 to 10 stay readable however far the
+		// background rewrites got (with none kept, a switch to 9 pruned 8)
+		cfg.SnapshotInterval, cfg.SnapshotKeepRecent, cfg.QueryViews = 1, 1, 1
 		cfg.ZeroCopy = round%2 == 1
 		ms := newOurs(t, dir, cfg, keys, smallMount, nil)
 		r := rand.New(rand.NewSource(int64(round)))

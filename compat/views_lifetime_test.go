@@ -58,7 +58,7 @@ func TestViewsAfterRestore(t *testing.T) {
 				rvBlock(p, h)
 				rvSettle()
 			}
-			snaps := rvSnapshots(t, p.dir)
+			snaps := rvKeptSnapshots(t, p)
 			t.Logf("snapshots %v", snaps)
 			for h := int64(0); h <= 21; h++ {
 				a, b := rvLookup(p.ours, p.keys, h), rvLookup(p.oracle, p.keys, h)
@@ -198,7 +198,7 @@ func TestViewsInitialVersionAfterPrunes(t *testing.T) {
 				rvBlock(p, h)
 				rvSettle()
 			}
-			snaps := rvSnapshots(t, p.dir)
+			snaps := rvKeptSnapshots(t, p)
 			t.Logf("snapshots %v", snaps)
 			for h := int64(1); h <= 25; h++ {
 				if h >= 10 && h < snaps[0] && h < 24 {
@@ -227,7 +227,7 @@ func TestViewsLoadOlderThenRecommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snaps := rvSnapshots(t, p.dir)
+	snaps := rvKeptSnapshots(t, p)
 	target := snaps[0] + 1
 	t.Logf("snapshots %v, load %d", snaps, target)
 	for _, s := range []types.CommitMultiStore{p.ours, p.oracle} {
@@ -248,7 +248,7 @@ func TestViewsLoadOlderThenRecommit(t *testing.T) {
 		rvBlock(p, h)
 		rvSettle()
 	}
-	snaps = rvSnapshots(t, p.dir)
+	snaps = rvKeptSnapshots(t, p)
 	t.Logf("snapshots after re-commits %v", snaps)
 	for h := snaps[0]; h <= 20; h++ {
 		if a, b := rvLookup(p.ours, p.keys, h), rvLookup(p.oracle, p.keys, h); a != b {
