@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
+	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 	"github.com/seed-6dfbb450/memiavl/internal/pages"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
@@ -363,6 +364,9 @@ const (
 	refHashOffset     = 16
 	refMetadataFile   = "__metadata"
 	refSnapshotPrefix = "snapshot-"
+	// refMaxSmallFile bounds the metadata files read whole: far more
+	// than the commit info of any number of stores a chain has
+	refMaxSmallFile = 64 << 20
 )
 
 type refSnapshot struct {
@@ -393,7 +397,7 @@ func openRefSnapshot(refDir string) (_ *refSnapshot, err error) {
 	}
 	sdir := filepath.Join(refDir, name)
 	mpath := filepath.Join(sdir, refMetadataFile)
-	bz, err := os.ReadFile(mpath)
+	bz, err := osfile.ReadRegular(mpath, refMaxSmallFile)
 	if err != nil {
 		return nil, refErr(mpath, "%v", err)
 	}
@@ -485,7 +489,7 @@ type refTree struct {
 
 func openRefTree(dir string) (_ *refTree, err error) {
 	mpath := filepath.Join(dir, "metadata")
-	bz, err := os.ReadFile(mpath)
+	bz, err := osfile.ReadRegular(mpath, refMaxSmallFile)
 	if err != nil {
 		return nil, refErr(mpath, "%v", err)
 	}
@@ -523,7 +527,7 @@ func openRefTree(dir string) (_ *refTree, err error) {
 }
 
 func mapRefFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, fi, err := osfile.OpenRegular(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, refErr(path, "missing")
@@ -531,10 +535,6 @@ func mapRefFile(path string) ([]byte, error) {
 		return nil, refErr(path, "%v", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, refErr(path, "%v", err)
-	}
 	if fi.Size() == 0 {
 		return nil, nil
 	}
@@ -770,7 +770,7 @@ func readRefWAL(segs []refSegment, from uint64, fn func(index uint64, data []byt
 		if next != 0 && seg.first != next {
 			return refErr(seg.path, "segment starts at index %d, the previous one ended before %d", seg.first, next)
 		}
-		data, err := os.ReadFile(seg.path)
+		data, err := osfile.ReadRegular(seg.path, -1)
 		if err != nil {
 			return refErr(seg.path, "%v", err)
 		}

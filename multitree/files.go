@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -184,9 +185,25 @@ func scanSnapshots(dir string) (_ []int64, broken error, _ error) {
 	return out, broken, nil // ReadDir sorts by name, and names sort by version
 }
 
+// maxReadFile bounds what readRegularFile reads: far more than any
+// metadata, marker or count file of a database holds.
+const maxReadFile = 64 << 20
+
+// readRegularFile reads the file at path, which must be a regular file
+// of at most maxReadFile bytes: anything else (a FIFO, which would block
+// the read forever, a device, a directory) is ErrCorrupt. A missing file
+// is an error wrapping fs.ErrNotExist, as from os.ReadFile.
+func readRegularFile(path string) ([]byte, error) {
+	b, err := osfile.ReadRegular(path, maxReadFile)
+	if errors.Is(err, osfile.ErrNotRegular) || errors.Is(err, osfile.ErrTooLarge) {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return b, err
+}
+
 func readCurrent(dir string) (int64, error) {
 	path := filepath.Join(dir, currentFileName)
-	b, err := os.ReadFile(path)
+	b, err := readRegularFile(path)
 	if err != nil {
 		if ferr := referenceLayout(dir); ferr != nil {
 			return 0, ferr
@@ -250,7 +267,7 @@ func readRollbacks(dir string) (uint64, error) {
 func readSmallFile[T any](dir, name string, decode func(path string, b []byte) (T, error)) (T, error) {
 	var zero T
 	path := filepath.Join(dir, name)
-	b, err := os.ReadFile(path)
+	b, err := readRegularFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return zero, nil
 	}
@@ -488,7 +505,7 @@ func writeMarker(dir string, content []byte) error {
 // unfinishedImport reports whether dir holds the marker of an import whose
 // Finish step has not completed (see finishingMarker).
 func unfinishedImport(dir string) (bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, importFileName))
+	b, err := readRegularFile(filepath.Join(dir, importFileName))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil

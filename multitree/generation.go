@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -120,7 +119,7 @@ func openGenerationAs(sdir, named string, version int64) (*generation, map[strin
 		named = sdir
 	}
 	mpath := filepath.Join(sdir, metadataFileName)
-	b, err := os.ReadFile(mpath)
+	b, err := readRegularFile(mpath)
 	if err != nil {
 		return nil, nil, openFailure(fmt.Errorf("snapshot %s: %w", sdir, err))
 	}

@@ -231,7 +231,7 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 		// snapshot 0 may start later. A newer snapshot records the
 		// initial version the database had when it was written.
 		path := filepath.Join(dir, snapshotDirName(versions[1]), metadataFileName)
-		b, err := os.ReadFile(path)
+		b, err := readRegularFile(path)
 		if err != nil {
 			if pruned(dir, versions[1]) {
 				return rep, fmt.Errorf("snapshot %d was removed while it was verified: %w", versions[1], err)

@@ -26,6 +26,7 @@ import (
 	"github.com/ledgerwatch/erigon-lib/mmap"
 
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
+	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 	"github.com/seed-6dfbb450/memiavl/internal/prefetch"
 )
 
@@ -157,18 +158,12 @@ func (s *Snapshot) setViews() {
 // regular file (a FIFO would block the open or the read, and a device read
 // as the file's bytes) with an error wrapping ErrCorrupt.
 func openRegular(path string) (*os.File, os.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("snapshot: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("snapshot: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
+	f, fi, err := osfile.OpenRegular(path)
+	if errors.Is(err, osfile.ErrNotRegular) {
 		return nil, nil, corruptAt(path, 0, "not a regular file (%s)", fi.Mode().Type())
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	return f, fi, nil
 }

@@ -2,10 +2,12 @@ package osfile
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestExchangeDirs: the two directories trade places in one call, or the
@@ -45,5 +47,45 @@ func TestExchangeDirs(t *testing.T) {
 	}
 	if _, err := os.Stat(a); err != nil {
 		t.Errorf("a failed exchange moved %s: %v", a, err)
+	}
+}
+
+// TestReadRegular: a regular file is read whole within its limit; one over
+// it, a missing one, and anything but a regular file (a FIFO, without
+// blocking) fail with errors that say which.
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadRegular(file, 5); err != nil || string(b) != "12345" {
+		t.Fatalf("at its limit: %q, %v", b, err)
+	}
+	if b, err := ReadRegular(file, -1); err != nil || string(b) != "12345" {
+		t.Fatalf("unbounded: %q, %v", b, err)
+	}
+	if _, err := ReadRegular(file, 4); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("over its limit: %v", err)
+	}
+	if _, err := ReadRegular(filepath.Join(dir, "missing"), 5); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
+	}
+	if _, err := ReadRegular(dir, 5); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("directory: %v", err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadRegular(fifo, 5); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotRegular) {
+			t.Fatalf("FIFO: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("ReadRegular of a FIFO blocks")
 	}
 }
