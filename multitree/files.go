@@ -30,9 +30,31 @@ func syncDir(dir string) error {
 
 // mkdirDurable creates dir, with missing parents, and makes the entry of
 // each directory it created durable in its parent; an existing dir is left
-// as it is.
+// as it is. A dir that is a symbolic link to a missing path (a data
+// directory linked to another disk before its first start) is created at
+// the link's target.
 func mkdirDurable(dir string) error {
 	dir = filepath.Clean(dir)
+	for hops := 0; ; hops++ {
+		fi, err := os.Lstat(dir)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			break
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			break // the target exists (or cannot be told): as below
+		}
+		if hops == 40 {
+			return fmt.Errorf("mkdir %s: %w", dir, syscall.ELOOP)
+		}
+		target, err := os.Readlink(dir)
+		if err != nil {
+			return err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(dir), target)
+		}
+		dir = filepath.Clean(target)
+	}
 	var missing []string // dir and its missing parents, innermost first
 	for d := dir; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(d); err == nil {

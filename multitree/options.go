@@ -72,7 +72,9 @@ type Options struct {
 	// CreateIfMissing creates an empty database when dir holds none. A
 	// dir without the current pointer that holds snapshots or log entries
 	// is a database that lost that pointer, not an empty directory: it is
-	// refused (ErrCorrupt), unless an interrupted import left them.
+	// refused (ErrCorrupt), unless an interrupted import left them. A dir
+	// that is a symbolic link to a missing directory is created at the
+	// link's target.
 	CreateIfMissing bool
 	// InitialStores are the stores of a newly created database. A store
 	// name (here, in upgrades and in imports) is 1 to 119 bytes, so that

@@ -1,0 +1,64 @@
+package multitree
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestOpenCreatesAtDanglingLink: Open with CreateIfMissing of a path that
+// is a symbolic link to a missing directory (absolute or relative, through
+// a chain of links) creates the database at the link's target, and the
+// database opens again through the link.
+func TestOpenCreatesAtDanglingLink(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		link func(parent, target string) string // makes the links, returns the path to open
+	}{
+		{"absolute", func(parent, target string) string {
+			link := filepath.Join(parent, "db")
+			mustSymlink(t, target, link)
+			return link
+		}},
+		{"relative", func(parent, target string) string {
+			link := filepath.Join(parent, "db")
+			mustSymlink(t, filepath.Join("disk", "data"), link)
+			return link
+		}},
+		{"chain", func(parent, target string) string {
+			mid := filepath.Join(parent, "mid")
+			mustSymlink(t, target, mid)
+			link := filepath.Join(parent, "db")
+			mustSymlink(t, "mid", link)
+			return link
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parent := t.TempDir()
+			target := filepath.Join(parent, "disk", "data")
+			path := c.link(parent, target)
+			db, err := Open(path, Options{CreateIfMissing: true, InitialStores: []string{"a"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := edgeCommit(t, db, "a", "k", "v")
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Lstat(filepath.Join(target, currentFileName)); err != nil || !fi.Mode().IsRegular() {
+				t.Fatalf("no database at the link's target: %v", err)
+			}
+			db = edgeOpen(t, path, Options{})
+			if db.Version() != 1 || string(db.LastCommitInfo().Hash()) != string(want) {
+				t.Fatalf("reopened through the link at %d", db.Version())
+			}
+		})
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
