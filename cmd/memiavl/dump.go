@@ -97,6 +97,7 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 		SnapshotVersion: db.SnapshotVersion(),
 		WALBytes:        sysstat.DiskUsage(filepath.Join(dir, walDirName)),
 		DiskBytes:       sysstat.DiskUsage(dir),
+		Stores:          []DumpStore{}, // [] in JSON when there are none
 	}
 	if tt, ok := db.LogTornTail(); ok {
 		res.WALTornTail = &tt
@@ -145,7 +146,11 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	}
 	t.add("disk", "%s", formatBytes(res.DiskBytes))
 	if res.WALTornTail != nil {
-		t.add("warning", "%s", tornTailText(*res.WALTornTail, db.Version(), false))
+		at := db.Version() // the database's latest, not the version dumped
+		if v, err := multitree.LatestVersion(dir); err == nil {
+			at = v
+		}
+		t.add("warning", "%s", tornTailText(*res.WALTornTail, at, false))
 	}
 	t.write(w)
 	fmt.Fprintf(w, "\n%-24s %12s %6s %12s  %s\n", "STORE", "KEYS", "HEIGHT", "IN BASE", "ROOT HASH")

@@ -49,7 +49,8 @@ rocksdb one, in a build with the rocksdb tag, is opened by cosmos-db for
 writing, which adds rocksdb's own log and options files to it). <dir>
 must not hold a database, except one with nothing committed (version 0,
 as a node's first start with the store enabled creates), which is
-replaced; nor lie inside the application database. A height above the
+replaced (the application database must then not lie inside <dir>); nor
+lie inside the application database. A height above the
 application's latest version is refused. An interrupt (Ctrl-C, SIGTERM)
 stops the import within a thousand nodes of each tree and exits 1,
 leaving <dir> as a failed import does (once every tree is written the
@@ -98,6 +99,9 @@ func runImportIAVL(ctx context.Context, w io.Writer, src, dir string, o importIA
 	dir = absDir(dir)
 	if within(dir, src) {
 		return usagef("%s is inside the application database %s, which is only read: choose a directory outside it", dir, src)
+	}
+	if err := refuseSourceInside(src, dir, "the application database"); err != nil {
+		return err
 	}
 	if err := refuseInsideDatabase(dir); err != nil {
 		return err
@@ -211,8 +215,9 @@ hash and the app hash, then replays the reference's write-ahead log entries
 after it. The reference directory is only read; its node must be stopped
 (a running one is found by its lock and refused).
 <dir> must not hold a database, except one with nothing committed (version
-0: a node's first start with this store creates one), which is replaced;
-nor may it lie inside the reference directory. The import is all or
+0: a node's first start with this store creates one), which is replaced
+(the reference directory must then not lie inside <dir>); nor may it lie
+inside the reference directory. The import is all or
 nothing: the database is in place only once the log is replayed. A failed
 import leaves <dir> as it was (a database at version 0 included). An
 interrupt (Ctrl-C, SIGTERM) stops it within a thousand nodes of each tree,
@@ -235,6 +240,9 @@ example).`,
 			args[1] = absDir(args[1])
 			if within(args[1], args[0]) {
 				return usagef("%s is inside the reference database %s, which is only read: choose a directory outside it", args[1], args[0])
+			}
+			if err := refuseSourceInside(args[0], args[1], "the reference database"); err != nil {
+				return err
 			}
 			if err := refuseInsideDatabase(args[1]); err != nil {
 				return err

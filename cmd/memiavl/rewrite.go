@@ -165,7 +165,11 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		return interrupted("while the database was opened")
 	}
 	if tt, ok := db.LogTornTail(); ok {
-		fmt.Fprintf(stderr, "rewrite-snapshot: warning: %s\n", tornTailText(tt, db.Version(), true))
+		at := latestBefore // the database's latest, not the version written
+		if o.rollback {
+			at = db.Version()
+		}
+		fmt.Fprintf(stderr, "rewrite-snapshot: warning: %s\n", tornTailText(tt, at, true))
 	}
 	version, base := db.Version(), db.SnapshotVersion()
 	if version == base {
@@ -189,7 +193,24 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		if !leftAsIs {
 			// nothing to write, but the snapshots older than the
 			// current one beyond --keep-recent go, as after a write
-			// (the close waits for the prune)
+			// (the close waits for the prune); they could be the only
+			// good copies, so the current one is verified first (a
+			// rollback verified it before the open)
+			older := 0
+			for _, v := range kept {
+				if v < base {
+					older++
+				}
+			}
+			if older > o.keepRecent && !o.skipVerify && !o.rollback {
+				fmt.Fprintf(stderr, "rewrite-snapshot: verifying snapshot %d before the older ones are pruned\n", base)
+				if err := db.VerifySnapshot(); err != nil {
+					return fmt.Errorf("nothing was written or pruned: %w", err)
+				}
+				if ctx.Err() != nil {
+					return interrupted("during the check")
+				}
+			}
 			if err := db.RewriteSnapshot(ctx); err != nil {
 				return err
 			}

@@ -198,7 +198,8 @@ a database only if its latest version is 0 (nothing committed) or
 complete and durable (the two directories exchanged in one rename where
 the system supports it, else two renames that the next open or import
 finishes), and that database is replaced as a whole, versions before
---height included, with any other files in <dir>. Either way an
+--height included, with any other files in <dir> (so the stream file
+must then not lie inside <dir>). Either way an
 interrupted import leaves <dir> with the database it had (or none) or with
 the new one, and can be rerun. An interrupt (Ctrl-C, SIGTERM) stops it at
 its next read of the stream and exits 1, leaving what a failed import
@@ -244,6 +245,9 @@ func runImport(ctx context.Context, w, diag io.Writer, file, dir string, height 
 		return usagef("--height is required and must be positive")
 	}
 	dir = absDir(dir)
+	if err := refuseSourceInside(file, dir, "the stream file"); err != nil {
+		return err
+	}
 	if err := refuseInsideDatabase(dir); err != nil {
 		return err
 	}

@@ -149,8 +149,11 @@ func checkDBDir(dir string) error {
 		return fmt.Errorf("%s is not a directory", dir)
 	}
 	cur, err := os.Lstat(filepath.Join(dir, currentName))
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return fmt.Errorf("%s holds no memiavl database (no 'current' file)", dir)
+	}
+	if err != nil {
+		return err // permission denied, say
 	}
 	if !cur.Mode().IsRegular() {
 		// the reference memiavl's current is a symbolic link to its
@@ -162,7 +165,7 @@ func checkDBDir(dir string) error {
 
 // tornTailText describes a torn tail at the end of a database's log (see
 // multitree.DB.LogTornTail), which a writer's open cuts off (cut) and a
-// read-only one ignores; version is the one the database opened at.
+// read-only one ignores; version is the database's latest.
 func tornTailText(tt wal.TornTail, version int64, cut bool) string {
 	what := "the next writable open cuts it off"
 	if cut {
@@ -170,6 +173,20 @@ func tornTailText(tt wal.TornTail, version int64, cut bool) string {
 	}
 	return fmt.Sprintf("the log ends in a torn tail: %d bytes at %s offset %d, an append a crash interrupted or a damaged last record; "+
 		"the database is at version %d, and any version the tail held is lost (%s)", tt.Bytes, tt.Path, tt.Offset, version, what)
+}
+
+// refuseSourceInside refuses a source that an import only reads (a file or
+// a directory) inside a destination dir that holds a database: an import
+// over a database replaces dir as a whole, and the source would go with
+// it. Into a directory without one the import writes beside the source.
+func refuseSourceInside(src, dir, what string) error {
+	if !within(src, dir) {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(dir, currentName)); err != nil && errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return usagef("%s %s is inside %s, which holds a database that the import would replace as a whole, the source with it: move the source outside first", what, src, dir)
 }
 
 // refuseInsideDatabase fails when dir, the destination of a command that

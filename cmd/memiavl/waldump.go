@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -87,15 +88,19 @@ type walEntryJSON struct {
 	Stores   []walStoreJSON `json:"stores"`
 }
 
-// hasSegments reports whether dir holds a log segment file.
-func hasSegments(dir string) bool {
-	ents, _ := os.ReadDir(dir)
+// hasSegments reports whether dir holds log segments; a directory that
+// cannot be listed for another reason than its absence is an error.
+func hasSegments(dir string) (bool, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return false, err
+	}
 	for _, e := range ents {
 		if wal.IsSegmentFile(e.Name()) {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
@@ -108,6 +113,8 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	walDir := dir
 	if fi, err := os.Stat(filepath.Join(dir, walDirName)); err == nil && fi.IsDir() {
 		walDir = filepath.Join(dir, walDirName)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return err // permission denied, say
 	} else if fi, err := os.Stat(dir); err != nil {
 		return err
 	} else if !fi.IsDir() {
@@ -124,8 +131,15 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 		return checkDBDir(db) // the reference memiavl's, whose log this command does not read
 	}
 	_, err := os.Stat(filepath.Join(db, currentName))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return err // permission denied, say
+	}
+	segs, serr := hasSegments(walDir)
+	if serr != nil {
+		return serr
+	}
 	isLogDir := walDir != dir || filepath.Base(absDir(dir)) == walDirName
-	if (err != nil || !isLogDir) && !hasSegments(walDir) {
+	if (err != nil || !isLogDir) && !segs {
 		return fmt.Errorf("%s is neither a memiavl database nor its log directory (no %s, no log segments)", dir, currentName)
 	}
 	l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
