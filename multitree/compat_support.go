@@ -98,8 +98,15 @@ func LatestVersion(dir string) (int64, error) {
 	}
 }
 
+// latestVersionReadCurrent, when set (by tests), is called by each read of
+// LatestVersion once it has read dir's current pointer.
+var latestVersionReadCurrent func(dir string)
+
 func latestVersionOnce(dir string) (int64, error) {
 	current, err := readCurrent(dir)
+	if err == nil && latestVersionReadCurrent != nil {
+		latestVersionReadCurrent(dir)
+	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			dir = filepath.Clean(dir)

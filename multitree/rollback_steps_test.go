@@ -9,9 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
@@ -200,8 +199,8 @@ func TestRollbackStepsInitialVersion(t *testing.T) {
 }
 
 // TestLatestVersionBesideRollback runs a whole rollback while
-// LatestVersion reads "current" (a FIFO at "current" holds the read until
-// the rollback has finished): it must return the latest version before
+// LatestVersion reads (a hook holds its first read after it has read
+// "current" until the rollback has finished): it must return the latest version before
 // (45) or after (25) the rollback, never the old current snapshot's, which
 // the rollback discarded. It read current, the rollback file and the log
 // once each, and returned that snapshot's version.
@@ -231,14 +230,17 @@ func TestLatestVersionBesideRollback(t *testing.T) {
 	if v, _ := decodeCurrent(cur, old); v <= 25 || v >= 45 {
 		t.Fatalf("current %d, want one in 26..44", v)
 	}
-	// a FIFO in place of current: LatestVersion's read of it waits for
-	// the bytes written below
-	if err := os.Remove(cur); err != nil {
-		t.Fatal(err)
+	// LatestVersion's first read holds after it has read current, until
+	// the rollback below has finished
+	read, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	latestVersionReadCurrent = func(string) {
+		once.Do(func() {
+			close(read)
+			<-resume
+		})
 	}
-	if err := unix.Mkfifo(cur, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	defer func() { latestVersionReadCurrent = nil }()
 	type res struct {
 		v   int64
 		err error
@@ -248,17 +250,7 @@ func TestLatestVersionBesideRollback(t *testing.T) {
 		v, err := LatestVersion(dir)
 		done <- res{v, err}
 	}()
-	w, err := os.OpenFile(cur, os.O_WRONLY, 0) // returns once LatestVersion opened it
-	if err != nil {
-		t.Fatal(err)
-	}
-	// current is a regular file again for the writer
-	if err := os.WriteFile(cur+".real", old, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(cur+".real", cur); err != nil {
-		t.Fatal(err)
-	}
+	<-read
 	// the whole rollback runs now
 	db, err = Open(dir, Options{TargetVersion: 25, Rollback: true})
 	if err != nil {
@@ -267,11 +259,7 @@ func TestLatestVersionBesideRollback(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// LatestVersion gets the current it began to read
-	if _, err := w.Write(old); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	close(resume)
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
