@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 )
 
 // lockRefDir takes shared locks on the reference memiavl's lock file for
@@ -24,9 +25,12 @@ import (
 // directory without one (never opened by a writer) is not locked.
 func lockRefDir(refDir string) (func(), error) {
 	path := filepath.Join(refDir, "LOCK")
-	f, err := os.Open(path)
+	f, _, err := osfile.OpenRegular(path) // a FIFO would block the open
 	if errors.Is(err, fs.ErrNotExist) {
 		return func() {}, nil
+	}
+	if errors.Is(err, osfile.ErrNotRegular) {
+		return nil, fmt.Errorf("%w: %w", ErrMigrate, err)
 	}
 	if err != nil {
 		return nil, err

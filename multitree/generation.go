@@ -167,6 +167,9 @@ func openFailure(err error) error {
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM) {
 		return fmt.Errorf("multitree: %w", err)
 	}
+	if errors.Is(err, ErrCorrupt) {
+		return err
+	}
 	return fmt.Errorf("%w: %w", ErrCorrupt, err)
 }
 

@@ -3,6 +3,7 @@ package osfile
 import (
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -87,5 +88,24 @@ func TestReadRegular(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("ReadRegular of a FIFO blocks")
+	}
+}
+
+// TestReadRegularSocket: a Unix socket in place of the file is refused
+// with ErrNotRegular, as a FIFO is (open(2) of a socket fails otherwise).
+func TestReadRegularSocket(t *testing.T) {
+	dir, err := os.MkdirTemp("", "osfile") // short: a socket path is at most 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "s")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer l.Close()
+	if _, err := ReadRegular(path, 5); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("socket: %v, want ErrNotRegular", err)
 	}
 }

@@ -17,25 +17,37 @@ var ErrNotRegular = errors.New("not a regular file")
 var ErrTooLarge = errors.New("file larger than expected")
 
 // OpenRegular opens the file at path for reading, which must be a regular
-// file (links followed), and returns it with its information. It opens
-// without blocking, so that a FIFO in its place is refused with
-// ErrNotRegular (returned with the file's information) instead of waiting
-// forever for a writer.
+// file (links followed), and returns it with its information. Anything
+// else is refused with ErrNotRegular (returned with the file's
+// information) without being opened, so a device is not touched, and the
+// open itself does not block, so a FIFO put in place of the file between
+// the check and the open is refused too instead of waiting forever for a
+// writer.
 func OpenRegular(path string) (*os.File, os.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	fi, err := f.Stat()
+	if !fi.Mode().IsRegular() {
+		return nil, fi, notRegular(path, fi)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
+		return nil, nil, err
+	}
+	if fi, err = f.Stat(); err != nil {
 		f.Close()
 		return nil, nil, err
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fi, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
+		return nil, fi, notRegular(path, fi)
 	}
 	return f, fi, nil
+}
+
+func notRegular(path string, fi os.FileInfo) error {
+	return fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
 }
 
 // ReadRegular reads the file at path, which must be a regular file (links
