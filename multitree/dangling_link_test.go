@@ -62,3 +62,33 @@ func mustSymlink(t *testing.T, target, link string) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpenCreatesAtDanglingLinkThroughLinkedParent: a relative link target
+// with ".." is resolved as the system does, against the directory that
+// holds the link, also when that directory is reached through a symbolic
+// link (a home or data directory linked to another disk): the database is
+// created at the link's target and nowhere else.
+func TestOpenCreatesAtDanglingLinkThroughLinkedParent(t *testing.T) {
+	root := t.TempDir()
+	realParent := filepath.Join(root, "real", "sub")
+	if err := os.MkdirAll(realParent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	alias := filepath.Join(root, "alias") // alias -> real/sub
+	mustSymlink(t, realParent, alias)
+	// alias/db -> ../data, which the kernel resolves to real/data
+	path := filepath.Join(alias, "db")
+	mustSymlink(t, filepath.Join("..", "data"), path)
+
+	db, err := Open(path, Options{CreateIfMissing: true, InitialStores: []string{"a"}})
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join(root, "data")); serr == nil {
+			t.Errorf("a stray %s was created (the lexical resolution of ../data from %s)", filepath.Join(root, "data"), alias)
+		}
+		t.Fatalf("Open(CreateIfMissing) through %s -> ../data: %v", path, err)
+	}
+	defer db.Close()
+	if fi, err := os.Lstat(filepath.Join(root, "real", "data", currentFileName)); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("no database at the link's target real/data: %v", err)
+	}
+}

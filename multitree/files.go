@@ -35,25 +35,10 @@ func syncDir(dir string) error {
 // the link's target.
 func mkdirDurable(dir string) error {
 	dir = filepath.Clean(dir)
-	for hops := 0; ; hops++ {
-		fi, err := os.Lstat(dir)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			break
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			dir = realDir(dir) // the missing target, resolved as the system does
 		}
-		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
-			break // the target exists (or cannot be told): as below
-		}
-		if hops == 40 {
-			return fmt.Errorf("mkdir %s: %w", dir, syscall.ELOOP)
-		}
-		target, err := os.Readlink(dir)
-		if err != nil {
-			return err
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(dir), target)
-		}
-		dir = filepath.Clean(target)
 	}
 	var missing []string // dir and its missing parents, innermost first
 	for d := dir; ; d = filepath.Dir(d) {

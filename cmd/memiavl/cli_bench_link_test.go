@@ -40,3 +40,43 @@ func TestCLIBenchDirDanglingLink(t *testing.T) {
 	}
 	mustCLI(t, "verify", target)
 }
+
+// TestCLIDanglingLinkIntoDatabase: bench --dir and import refuse a
+// destination inside a database directory, also when the destination is a
+// symbolic link to a missing directory there (the commands create the
+// database at the link's target): nothing is written inside the other
+// database.
+func TestCLIDanglingLinkIntoDatabase(t *testing.T) {
+	outer := filepath.Join(t.TempDir(), "outer")
+	makeDB(t, outer, 0.01, 2)
+
+	// the same destination without the link is refused
+	if code, _, _ := cli(t, "bench", "--scale", "0.01", "--blocks", "1", "--dir", filepath.Join(outer, "direct")); code == 0 {
+		t.Fatalf("bench --dir inside a database accepted")
+	}
+
+	links := t.TempDir()
+	link := filepath.Join(links, "bench-db")
+	if err := os.Symlink(filepath.Join(outer, "inner"), link); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := cli(t, "bench", "--scale", "0.01", "--blocks", "1", "--dir", link)
+	if _, err := os.Stat(filepath.Join(outer, "inner", currentName)); err == nil {
+		t.Errorf("bench --dir <link to %s/inner> wrote a database inside the database %s (exit %d)", outer, outer, code)
+	} else if code == 0 {
+		t.Errorf("bench --dir <link into a database>: exit 0, stderr %q", errs)
+	}
+
+	src := t.TempDir()
+	makeDB(t, src, 0.01, 3)
+	stream := filepath.Join(t.TempDir(), "s")
+	mustCLI(t, "export", src, stream)
+	ilink := filepath.Join(links, "import-db")
+	if err := os.Symlink(filepath.Join(outer, "imported"), ilink); err != nil {
+		t.Fatal(err)
+	}
+	code, _, _ = cli(t, "import", "--height", "3", stream, ilink)
+	if _, err := os.Stat(filepath.Join(outer, "imported", currentName)); err == nil {
+		t.Errorf("import into <link to %s/imported> wrote a database inside the database %s (exit %d)", outer, outer, code)
+	}
+}

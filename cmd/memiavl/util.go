@@ -183,8 +183,8 @@ func refuseSourceInside(src, dir, what string) error {
 	if !within(src, dir) {
 		return nil
 	}
-	if _, err := os.Lstat(filepath.Join(dir, currentName)); err != nil && errors.Is(err, fs.ErrNotExist) {
-		return nil
+	if _, err := os.Lstat(filepath.Join(dir, currentName)); err != nil {
+		return nil // no database (or none to tell): the import says why
 	}
 	return usagef("%s %s is inside %s, which holds a database that the import would replace as a whole, the source with it: move the source outside first", what, src, dir)
 }
@@ -252,11 +252,34 @@ func enclosingDatabaseOf(abs string) string {
 }
 
 // resolvePath returns path made absolute with the symbolic links of its
-// longest existing part resolved: path itself may not exist yet.
+// longest existing part resolved: path itself may not exist yet. A path
+// that is a symbolic link to a missing file is followed to that file,
+// which is where a command creating path creates it.
 func resolvePath(path string) string {
 	p, err := filepath.Abs(path)
 	if err != nil {
 		return filepath.Clean(path)
+	}
+	for hops := 0; hops < 40; hops++ {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			break
+		}
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			break // resolved below
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			parent := filepath.Dir(p)
+			if r, err := filepath.EvalSymlinks(parent); err == nil {
+				parent = r
+			}
+			target = filepath.Join(parent, target)
+		}
+		p = filepath.Clean(target)
 	}
 	rest := ""
 	for q := p; ; q = filepath.Dir(q) {
