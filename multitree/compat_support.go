@@ -56,11 +56,13 @@ func (v *View) Unpin() {
 // directory linked back under its name (one moved to another disk) counts,
 // a link whose target is gone or a name that is not a snapshot's does not.
 // It takes no lock; beside a writer the list can change at any moment.
+// Where an import's swap was interrupted between its two renames, it lists
+// the database the next writable open moves to dir (see Options.ReadOnly).
 func SnapshotVersions(dir string) ([]int64, error) {
 	if err := checkDirPath(dir); err != nil {
 		return nil, err
 	}
-	return listSnapshots(dir)
+	return listSnapshots(swapSource(dir))
 }
 
 // LatestVersion returns the version Open would open dir at without a
@@ -109,16 +111,8 @@ func latestVersionOnce(dir string) (int64, error) {
 	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			dir = filepath.Clean(dir)
-			replaced := besidePath(dir, replacedSuffix)
-			if _, rerr := os.Lstat(replaced); rerr == nil {
-				// Open moves the staged database in if whole, else the
-				// replaced one back
-				staged := besidePath(dir, stagingSuffix)
-				if ok, _ := hasDatabase(staged); ok {
-					return latestVersionOnce(staged)
-				}
-				return latestVersionOnce(replaced)
+			if from := swapSource(dir); from != dir {
+				return latestVersionOnce(from)
 			}
 			// no database, unless it lost its current pointer
 			return 0, refuseOrphaned(dir)

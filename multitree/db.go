@@ -175,7 +175,9 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 	if !opts.ReadOnly {
 		return open(dir, opts)
 	}
-	return retryBesideWriter(dir, func() (*DB, error) { return open(dir, opts) })
+	// an import interrupted while it swapped in a database leaves it
+	// beside dir until a writable open finishes the swap
+	return retryBesideWriter(dir, func() (*DB, error) { return open(swapSource(dir), opts) })
 }
 
 // checkDirPath refuses an empty directory path, which some calls would

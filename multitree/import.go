@@ -854,6 +854,29 @@ func realDir(dir string) string {
 // that replaces it moves the old database before moving the new one in.
 const replacedSuffix = ".replaced.tmp"
 
+// swapSource returns, for a dir without a database beside which an
+// import's swap was interrupted between its two renames (see finishSwap),
+// the directory whose database the next writable open moves to dir: the
+// staged one if whole, else the replaced one. Readers (read-only opens,
+// Verify, LatestVersion) read that one, moving nothing. Otherwise it
+// returns dir.
+func swapSource(dir string) string {
+	if exists, err := hasDatabase(dir); exists || err != nil {
+		return dir
+	}
+	old := besidePath(dir, replacedSuffix)
+	if _, err := os.Lstat(old); err != nil {
+		return dir
+	}
+	staged := besidePath(dir, stagingSuffix)
+	if whole, _ := hasDatabase(staged); whole {
+		if unfinished, err := unfinishedImport(staged); err == nil && !unfinished {
+			return staged
+		}
+	}
+	return old
+}
+
 // finishSwap completes the swap of an import that was interrupted between
 // its two renames (see swap): with the replaced database moved aside and no
 // database in dir, it moves the staged database to dir if it is whole, or

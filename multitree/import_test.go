@@ -385,7 +385,8 @@ func testImportReplace(t *testing.T) {
 // An import that replaces a database swaps it in by two renames: the old
 // database aside to dir.replaced.tmp, the staged one from dir.import.tmp to
 // dir. Interrupted between the two, dir holds no database; the next
-// writable Open, or import, finishes the swap.
+// writable Open, or import, finishes the swap, and readers meanwhile read
+// the database it moves in.
 func TestInterruptedSwapIsFinished(t *testing.T) {
 	src := map[string]multitree.NodeSource{"s": leafSource("k", "new", 7)}
 	// dir aside, the staged database whole, nothing at dir
@@ -415,9 +416,18 @@ func TestInterruptedSwapIsFinished(t *testing.T) {
 		if v, err := multitree.LatestVersion(dir); err != nil || v != 7 {
 			t.Fatalf("LatestVersion %d %v, want the imported 7", v, err)
 		}
-		// a read-only open changes nothing
-		if _, err := multitree.Open(dir, multitree.Options{ReadOnly: true}); !errors.Is(err, multitree.ErrNotFound) {
+		// a read-only open reads the database the writable open moves
+		// in, and changes nothing
+		ro, err := multitree.Open(dir, multitree.Options{ReadOnly: true})
+		if err != nil {
 			t.Fatalf("read-only open: %v", err)
+		}
+		if v, _ := ro.Get("s", []byte("k")); string(v) != "new" || ro.Version() != 7 {
+			t.Fatalf("read-only open: value %q at version %d, want the imported one", v, ro.Version())
+		}
+		ro.Close()
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			t.Fatalf("the read-only open changed %s: %v", dir, err)
 		}
 		db := impOpen(t, dir, multitree.Options{CreateIfMissing: true, InitialStores: []string{"s"}})
 		defer db.Close()

@@ -141,7 +141,10 @@ type Options struct {
 	// a writer has rolled the database back (Rollback), a ViewAt of the
 	// read-only database that rebuilds a version from the log fails with
 	// ErrVersion: the log it read at the open was cut back and may hold
-	// other versions by now; reopen to read them.
+	// other versions by now; reopen to read them. Where an import's swap
+	// of databases was interrupted between its two renames (dir holds
+	// none; the old and the new one are beside it), a read-only open
+	// reads the one the next writable open moves to dir, moving nothing.
 	ReadOnly bool
 	// TargetVersion opens the database at this version instead of the
 	// latest. 0 means the latest.

@@ -48,12 +48,16 @@ type VerifyReport struct {
 // after it. A check that still fails while the writer changed the
 // directory is run again (retryBesideWriter): a directory that changes
 // under the check is not reported as damaged (ErrBusy if the writer removed
-// files under every attempt).
+// files under every attempt). Where an import's swap was interrupted
+// between its two renames, it checks the database the next writable open
+// moves to dir (see Options.ReadOnly).
 func Verify(dir string) (*VerifyReport, error) {
 	if err := checkDirPath(dir); err != nil {
 		return nil, err
 	}
-	return retryBesideWriter(dir, func() (*VerifyReport, error) { return verifyOnce(dir) })
+	// an import interrupted while it swapped in a database leaves it
+	// beside dir until a writable open finishes the swap
+	return retryBesideWriter(dir, func() (*VerifyReport, error) { return verifyOnce(swapSource(dir)) })
 }
 
 // pruned reports whether the snapshot of version v is no longer listed

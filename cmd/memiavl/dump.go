@@ -89,14 +89,17 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 		return err
 	}
 	defer view.Release()
+	// the directory read: beside dir while an import's interrupted swap
+	// waits for a writable open to finish it
+	from := db.Dir()
 
 	res := DumpResult{
 		Dir:             dir,
 		Version:         view.Version(),
 		AppHash:         hex.EncodeToString(view.CommitInfo().Hash()),
 		SnapshotVersion: db.SnapshotVersion(),
-		WALBytes:        sysstat.DiskUsage(filepath.Join(dir, walDirName)),
-		DiskBytes:       sysstat.DiskUsage(dir),
+		WALBytes:        sysstat.DiskUsage(filepath.Join(from, walDirName)),
+		DiskBytes:       sysstat.DiskUsage(from),
 		Stores:          []DumpStore{}, // [] in JSON when there are none
 	}
 	if tt, ok := db.LogTornTail(); ok {
@@ -105,7 +108,7 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	if res.Snapshots, err = multitree.SnapshotVersions(dir); err != nil {
 		return err
 	}
-	if res.WALFirst, res.WALLast, err = walRange(filepath.Join(dir, walDirName)); err != nil {
+	if res.WALFirst, res.WALLast, err = walRange(filepath.Join(from, walDirName)); err != nil {
 		return err
 	}
 	snapDir := filepath.Join(dir, snapshotDirName(res.SnapshotVersion))

@@ -196,8 +196,9 @@ file is written last); other files in <dir> are left alone. <dir> may hold
 a database only if its latest version is 0 (nothing committed) or
 --height; the restore is then staged beside <dir> and swapped in only once
 complete and durable (the two directories exchanged in one rename where
-the system supports it, else two renames that the next open or import
-finishes), and that database is replaced as a whole, versions before
+the system supports it, else two renames that the next writable open or
+import finishes; meanwhile the read-only commands read the database that
+open moves in), and that database is replaced as a whole, versions before
 --height included, with any other files in <dir> (so the stream file
 must then not lie inside <dir>). Either way an
 interrupted import leaves <dir> with the database it had (or none) or with

@@ -62,6 +62,7 @@ const (
 	snapshotPrefix = "snapshot-"
 	walDirName     = "wal"
 	currentName    = "current"
+	replacedSuffix = ".replaced.tmp" // multitree's, beside a database an import replaces
 	tmpSuffix      = ".tmp"
 )
 
@@ -142,6 +143,14 @@ func (t *table) write(w io.Writer) {
 // is reported plainly.
 func checkDBDir(dir string) error {
 	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, rerr := os.Lstat(resolvePath(dir) + replacedSuffix); rerr == nil {
+			// an import interrupted between the two renames of its
+			// swap: the database opens from beside dir (and a
+			// writable open finishes the swap)
+			return nil
+		}
+	}
 	if err != nil {
 		return err
 	}
