@@ -149,6 +149,14 @@ func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (e
 	if err := os.Rename(tmp, file); err != nil {
 		return err
 	}
+	// the file's name is durable before the export reports success
+	if d, err := os.Open(filepath.Dir(file)); err == nil {
+		serr := d.Sync()
+		d.Close()
+		if serr != nil {
+			return fmt.Errorf("fsync %s: %w", filepath.Dir(file), serr)
+		}
+	}
 	fi, _ := os.Stat(file)
 	var size int64
 	if fi != nil {
