@@ -877,6 +877,13 @@ func swapSource(dir string) string {
 	return old
 }
 
+// SourceDir returns the directory whose database the readers of dir read:
+// dir itself, or, where an import's swap of databases was interrupted
+// between its two renames (dir holds none), the one beside it that the next
+// writable open moves to dir (see Options.ReadOnly). Tools that read a
+// database's files themselves use it.
+func SourceDir(dir string) string { return swapSource(dir) }
+
 // finishSwap completes the swap of an import that was interrupted between
 // its two renames (see swap): with the replaced database moved aside and no
 // database in dir, it moves the staged database to dir if it is whole, or

@@ -144,7 +144,9 @@ type Options struct {
 	// other versions by now; reopen to read them. Where an import's swap
 	// of databases was interrupted between its two renames (dir holds
 	// none; the old and the new one are beside it), a read-only open
-	// reads the one the next writable open moves to dir, moving nothing.
+	// reads the one the next writable open moves to dir, moving nothing;
+	// once that open has moved it, such a read-only database can no longer
+	// rebuild versions from its files (ViewAt fails): reopen it.
 	ReadOnly bool
 	// TargetVersion opens the database at this version instead of the
 	// latest. 0 means the latest.

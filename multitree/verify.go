@@ -140,7 +140,10 @@ func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
 		underway := before.rollback > 0 || after.rollback > 0
 		refusal := errors.Is(err, ErrVersion) || errors.Is(err, ErrInvalidOptions) || errors.Is(err, ErrNotFound)
 		rolling := after.rollbacks != before.rollbacks || underway && !refusal
-		if !after.ok || after == before && !gone && !rolling {
+		// dir gone under the call: an import's first rename of its swap
+		// (the next attempt reads the database beside it)
+		midSwap := !after.ok && swapSource(dir) != dir
+		if !midSwap && (!after.ok || after == before && !gone && !rolling) {
 			return v, err
 		}
 		if attempt == besideWriterAttempts {

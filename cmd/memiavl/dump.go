@@ -111,7 +111,7 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	if res.WALFirst, res.WALLast, err = walRange(filepath.Join(from, walDirName)); err != nil {
 		return err
 	}
-	snapDir := filepath.Join(dir, snapshotDirName(res.SnapshotVersion))
+	snapDir := filepath.Join(from, snapshotDirName(res.SnapshotVersion))
 	for _, name := range view.StoreNames() {
 		t := view.Tree(name)
 		keys, err := t.SizeChecked()

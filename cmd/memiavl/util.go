@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
+	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -62,7 +63,6 @@ const (
 	snapshotPrefix = "snapshot-"
 	walDirName     = "wal"
 	currentName    = "current"
-	replacedSuffix = ".replaced.tmp" // multitree's, beside a database an import replaces
 	tmpSuffix      = ".tmp"
 )
 
@@ -142,15 +142,11 @@ func (t *table) write(w io.Writer) {
 // checkDBDir makes sure dir looks like a database directory, so that a typo
 // is reported plainly.
 func checkDBDir(dir string) error {
+	// an import interrupted between the two renames of its swap: the
+	// database is read from beside dir (and a writable open finishes
+	// the swap)
+	dir = multitree.SourceDir(dir)
 	fi, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		if _, rerr := os.Lstat(resolvePath(dir) + replacedSuffix); rerr == nil {
-			// an import interrupted between the two renames of its
-			// swap: the database opens from beside dir (and a
-			// writable open finishes the swap)
-			return nil
-		}
-	}
 	if err != nil {
 		return err
 	}

@@ -110,6 +110,9 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	if o.to != 0 && o.from > o.to {
 		return usagef("--from %d is after --to %d", o.from, o.to)
 	}
+	// an import interrupted between the two renames of its swap: the
+	// database is read from beside dir
+	dir = multitree.SourceDir(dir)
 	walDir := dir
 	if fi, err := os.Stat(filepath.Join(dir, walDirName)); err == nil && fi.IsDir() {
 		walDir = filepath.Join(dir, walDirName)
