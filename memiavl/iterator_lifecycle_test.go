@@ -159,7 +159,6 @@ func lcLifecycle(t *testing.T, seed int64) {
 	for i := 0; i < 40; i++ {
 		set(lcKey(r), "v0")
 	}
-	var copies []*memiavl.Tree
 	for op := 0; op < 600; op++ {
 		what := fmt.Sprintf("op %d", op)
 		switch x := r.Intn(100); {
@@ -184,7 +183,6 @@ func lcLifecycle(t *testing.T, seed int64) {
 			if r.Intn(2) == 0 {
 				c := tr.Copy()
 				cm := live.clone()
-				copies = append(copies, c)
 				open(c, &cm, fmt.Sprintf("copy v%d@%d", c.Version(), op))
 			}
 		case x < 87:
