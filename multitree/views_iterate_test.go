@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 )
@@ -156,23 +157,29 @@ func TestViewIteratorsDuringCommits(t *testing.T) {
 		if _, err := db.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		if v == 10 {
-			waitRewrite(db) // at least one switch, at the next commit
-		}
 		select {
 		case err := <-errs:
 			t.Fatal(err)
 		default:
 		}
 	}
+	// at least one switch: blocks without changes until one (the delayed
+	// rewrites wait for commits, so a wait without them would never end)
+	for deadline := time.Now().Add(time.Minute); db.SnapshotVersion() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no background rewrite was switched to")
+		}
+		states.Store(db.WorkingVersion(), working.clone())
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	done.Store(true)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
-	}
-	if db.SnapshotVersion() == 0 {
-		t.Fatal("no background rewrite was switched to")
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
