@@ -34,12 +34,7 @@ func syncDir(dir string) error {
 // directory linked to another disk before its first start) is created at
 // the link's target.
 func mkdirDurable(dir string) error {
-	dir = filepath.Clean(dir)
-	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			dir = realDir(dir) // the missing target, resolved as the system does
-		}
-	}
+	dir = osfile.FollowDangling(filepath.Clean(dir))
 	var missing []string // dir and its missing parents, innermost first
 	for d := dir; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(d); err == nil {

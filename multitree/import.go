@@ -302,7 +302,7 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 	}
 	// the directory itself, so that the directories beside it are beside
 	// it even for "." and through symbolic links (see besidePath)
-	dir = realDir(dir)
+	dir = osfile.RealDir(dir)
 	im := &Importer{dir: dir, target: dir, version: version, opts: opts}
 	im.mu.stores = map[string]*memiavl.Importer{}
 	defer func() {
@@ -816,39 +816,9 @@ func (im *Importer) renameSwap(old string) error {
 
 // besidePath names the directory beside dir that an import stages its
 // database in (stagingSuffix) or moves a replaced one to (replacedSuffix):
-// beside the directory itself (realDir), also when dir is "." or ends in
+// beside the directory itself (osfile.RealDir), also when dir is "." or ends in
 // "..", or is reached through a symbolic link.
-func besidePath(dir, suffix string) string { return realDir(dir) + suffix }
-
-// realDir returns dir made absolute with its symbolic links resolved: those
-// of the directories above it, and dir itself when it is a link, even one
-// whose target is missing (in the middle of an import's swap, which moved
-// the target aside). An import into a link replaces the directory it names,
-// not the link.
-func realDir(dir string) string {
-	p, err := filepath.Abs(dir)
-	if err != nil {
-		return filepath.Clean(dir)
-	}
-	for hops := 0; hops < 40; hops++ {
-		if parent, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
-			p = filepath.Join(parent, filepath.Base(p))
-		}
-		fi, err := os.Lstat(p)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			return p
-		}
-		target, err := os.Readlink(p)
-		if err != nil {
-			return p
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(p), target)
-		}
-		p = filepath.Clean(target)
-	}
-	return p
-}
+func besidePath(dir, suffix string) string { return osfile.RealDir(dir) + suffix }
 
 // replacedSuffix names the directory beside a database to which an import
 // that replaces it moves the old database before moving the new one in.
@@ -869,12 +839,22 @@ func swapSource(dir string) string {
 		return dir
 	}
 	staged := besidePath(dir, stagingSuffix)
-	if whole, _ := hasDatabase(staged); whole {
-		if unfinished, err := unfinishedImport(staged); err == nil && !unfinished {
-			return staged
-		}
+	if whole, _ := stagedWhole(staged); whole {
+		return staged
 	}
 	return old
+}
+
+// stagedWhole reports whether the staged database of an import's swap is
+// whole: its current pointer written, and no Finish step pending (its
+// marker is removed before the swap starts).
+func stagedWhole(staged string) (bool, error) {
+	whole, err := hasDatabase(staged)
+	if err != nil || !whole {
+		return false, err
+	}
+	unfinished, err := unfinishedImport(staged)
+	return err == nil && !unfinished, err
 }
 
 // SourceDir returns the directory whose database the readers of dir read:
@@ -913,16 +893,8 @@ func finishSwap(dir string) error {
 		whole := false
 		if err == nil {
 			defer unlockDir(lock)
-			if whole, err = hasDatabase(staged); err != nil {
+			if whole, err = stagedWhole(staged); err != nil {
 				return err
-			}
-			if whole {
-				// (its marker is removed before the swap starts)
-				unfinished, err := unfinishedImport(staged)
-				if err != nil {
-					return err
-				}
-				whole = !unfinished
 			}
 		}
 		from := staged

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 )
 
 // swrMakeDB creates a database in dir with store "s" committed at
@@ -37,7 +39,7 @@ func swrMakeDB(t *testing.T, dir, value string, n int64) {
 func TestReaderRacesSwapFirstRename(t *testing.T) {
 	for _, which := range []string{"Open", "Verify"} {
 		t.Run(which, func(t *testing.T) {
-			dir := realDir(filepath.Join(t.TempDir(), "db"))
+			dir := osfile.RealDir(filepath.Join(t.TempDir(), "db"))
 			swrMakeDB(t, dir, "old", 5)
 			swrMakeDB(t, besidePath(dir, stagingSuffix), "new", 5)
 			moved := false
@@ -86,7 +88,7 @@ func TestReaderRacesSwapFirstRename(t *testing.T) {
 // version or fails (Options.ReadOnly: reopen), never other data; a reader
 // opened on dir then serves it.
 func TestReaderOutlivesSwap(t *testing.T) {
-	dir := realDir(filepath.Join(t.TempDir(), "db"))
+	dir := osfile.RealDir(filepath.Join(t.TempDir(), "db"))
 	swrMakeDB(t, besidePath(dir, replacedSuffix), "old", 5)
 	swrMakeDB(t, besidePath(dir, stagingSuffix), "new", 5)
 	ro, err := Open(dir, Options{ReadOnly: true})

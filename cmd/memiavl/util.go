@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
@@ -139,6 +140,12 @@ func (t *table) write(w io.Writer) {
 	}
 }
 
+// absent reports whether err says a path does not exist: it is missing, or
+// one of its parents is not a directory.
+func absent(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
 // checkDBDir makes sure dir looks like a database directory, so that a typo
 // is reported plainly.
 func checkDBDir(dir string) error {
@@ -154,7 +161,7 @@ func checkDBDir(dir string) error {
 		return fmt.Errorf("%s is not a directory", dir)
 	}
 	cur, err := os.Lstat(filepath.Join(dir, currentName))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+	if absent(err) {
 		return fmt.Errorf("%s holds no memiavl database (no 'current' file)", dir)
 	}
 	if err != nil {
@@ -221,7 +228,7 @@ func checkDirDestination(dir string) error {
 			return fmt.Errorf("%s is not a directory", dir)
 		case err == nil:
 			return fmt.Errorf("%s cannot be a directory: %s is not a directory", dir, p)
-		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		case !absent(err):
 			return err
 		}
 		parent := filepath.Dir(p)
@@ -265,27 +272,7 @@ func resolvePath(path string) string {
 	if err != nil {
 		return filepath.Clean(path)
 	}
-	for hops := 0; hops < 40; hops++ {
-		fi, err := os.Lstat(p)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			break
-		}
-		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
-			break // resolved below
-		}
-		target, err := os.Readlink(p)
-		if err != nil {
-			break
-		}
-		if !filepath.IsAbs(target) {
-			parent := filepath.Dir(p)
-			if r, err := filepath.EvalSymlinks(parent); err == nil {
-				parent = r
-			}
-			target = filepath.Join(parent, target)
-		}
-		p = filepath.Clean(target)
-	}
+	p = osfile.FollowDangling(p)
 	rest := ""
 	for q := p; ; q = filepath.Dir(q) {
 		if r, err := filepath.EvalSymlinks(q); err == nil {

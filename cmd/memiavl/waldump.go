@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -92,7 +91,7 @@ type walEntryJSON struct {
 // cannot be listed for another reason than its absence is an error.
 func hasSegments(dir string) (bool, error) {
 	ents, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+	if err != nil && !absent(err) {
 		return false, err
 	}
 	for _, e := range ents {
@@ -116,7 +115,7 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	walDir := dir
 	if fi, err := os.Stat(filepath.Join(dir, walDirName)); err == nil && fi.IsDir() {
 		walDir = filepath.Join(dir, walDirName)
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+	} else if err != nil && !absent(err) {
 		return err // permission denied, say
 	} else if fi, err := os.Stat(dir); err != nil {
 		return err
@@ -134,7 +133,7 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 		return checkDBDir(db) // the reference memiavl's, whose log this command does not read
 	}
 	_, err := os.Stat(filepath.Join(db, currentName))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+	if err != nil && !absent(err) {
 		return err // permission denied, say
 	}
 	segs, serr := hasSegments(walDir)
