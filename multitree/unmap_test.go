@@ -170,12 +170,18 @@ func testCollectAfterSwitch(t *testing.T, background bool) {
 	if background {
 		// commits until one switches to a background rewrite
 		before := forced()
-		for snap := db.SnapshotVersion(); db.SnapshotVersion() == snap; {
-			if i > 1000 {
-				t.Fatal("no background switch in 1000 commits")
-			}
+		snap := db.SnapshotVersion()
+		// the commit of version 3 starts the rewrite; its end is waited
+		// for (not a number of commits: a rewrite slower than 1000
+		// commits on a loaded machine failed the test), and the next
+		// commit switches to it
+		for i < 3 {
 			commit()
-			time.Sleep(time.Millisecond) // lets the rewrite finish
+		}
+		waitRewrite(db)
+		commit()
+		if db.SnapshotVersion() == snap {
+			t.Fatalf("no background switch at version %d", db.Version())
 		}
 		waitUnmapped("background switch")
 		if n := forced() - before; n != 1 {

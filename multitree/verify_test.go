@@ -132,11 +132,15 @@ func TestVerifySnapshotAfterBackgroundRewrite(t *testing.T) {
 	}
 	defer db.Close()
 	DelayRewrites(db, 3) // the catch-up has versions to rebase
-	for i := 0; db.SnapshotVersion() != 5; i++ {
-		if i == 200 {
-			t.Fatalf("no switch to the rewrite of version 5 by version %d", db.Version())
-		}
-		commitN(t, db, 1, 1)
+	// the rewrite of 5 starts with its commit and waits for version 8;
+	// its end is waited for (not a number of commits: a rewrite slower
+	// than 200 commits on a loaded machine failed the test), and the
+	// next commit switches to it
+	commitN(t, db, 1, 8)
+	waitRewrite(db)
+	commitN(t, db, 1, 1)
+	if v := db.SnapshotVersion(); v != 5 {
+		t.Fatalf("snapshot %d at version %d, want the rewrite of version 5 switched to", v, db.Version())
 	}
 	if err := db.VerifySnapshot(); err != nil {
 		t.Fatal(err)
