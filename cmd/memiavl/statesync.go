@@ -15,6 +15,7 @@ import (
 
 	snapshottypes "cosmossdk.io/store/snapshots/types"
 	protoio "github.com/cosmos/gogoproto/io"
+	"github.com/cosmos/gogoproto/proto"
 	"github.com/spf13/cobra"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
@@ -249,6 +250,32 @@ func (r endChecked) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// checkedToEnd hands RestoreDB the stream's items; at the first item after
+// the stores (an extension's, which the import does not keep), before
+// RestoreDB commits, it reads the rest of the file, so that its checksum,
+// which covers the whole stream and is checked only at its end, refuses a
+// damaged file as it does one without extensions.
+type checkedToEnd struct {
+	items protoio.Reader
+	rest  io.Reader
+}
+
+func (r checkedToEnd) ReadMsg(msg proto.Message) error {
+	if err := r.items.ReadMsg(msg); err != nil {
+		return err
+	}
+	if it, ok := msg.(*snapshottypes.SnapshotItem); ok {
+		switch it.Item.(type) {
+		case *snapshottypes.SnapshotItem_Store, *snapshottypes.SnapshotItem_IAVL:
+		default:
+			if _, err := io.Copy(io.Discard, r.rest); err != nil {
+				return fmt.Errorf("the stream after the stores: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 func runImport(ctx context.Context, w, diag io.Writer, file, dir string, height int64, stores []string) error {
 	if height <= 0 {
 		return usagef("--height is required and must be positive")
@@ -275,10 +302,11 @@ func runImport(ctx context.Context, w, diag io.Writer, file, dir string, height 
 		return fmt.Errorf("%s is not a state-sync stream file: %w", file, err)
 	}
 	defer zr.Close()
+	rest := endChecked{zr, br}
 	next, err := compat.RestoreDB(dir, uint64(height), snapshottypes.CurrentFormat,
-		protoio.NewDelimitedReader(endChecked{zr, br}, maxStreamItem), multitree.Options{InitialStores: stores})
-	if errors.Is(err, multitree.ErrInvalidOptions) {
-		return usageError{err} // the options come from --stores
+		checkedToEnd{protoio.NewDelimitedReader(rest, maxStreamItem), rest}, multitree.Options{InitialStores: stores})
+	if errors.Is(err, multitree.ErrInvalidOptions) && !errors.Is(err, compat.ErrSnapshotStream) {
+		return usageError{err} // the options come from --stores (not the stream's store names)
 	}
 	if err != nil {
 		return interruptedImport(ctx, dir, err)
