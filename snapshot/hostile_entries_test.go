@@ -85,8 +85,8 @@ func TestFIFOEntry(t *testing.T) {
 				if err == nil {
 					t.Errorf("Open with %s a FIFO succeeded", name)
 				}
-			case <-time.After(3 * time.Second):
-				t.Errorf("Open with %s a FIFO blocks (still blocked after 3s)", name)
+			case <-time.After(time.Minute):
+				t.Errorf("Open with %s a FIFO blocks (still blocked after a minute)", name)
 				// unblock the goroutine: open the FIFO for writing
 				if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
 					f.Close()
