@@ -35,10 +35,13 @@ On success it prints a report and exits 0. On the first problem it prints it
 (naming the file and byte offset where known) on stderr and exits 1; with
 --json it also prints {"ok": false, "error": "..."} on stdout.
 
-A torn tail at the end of the log (bytes after its last whole record) is a
-warning, not a failure: it is what a crash in the middle of an append
-leaves, and the database opens at the version before it. A damaged last
-record looks the same, so the versions the tail held are reported lost.
+A torn tail at the end of the log (a last record cut short, or one whose
+checksum fails) is a warning, not a failure: it is what a crash in the
+middle of an append leaves, and the database opens at the version before
+it. A damaged last record looks the same, so the versions the tail held
+are reported lost. Bytes after the last record that no crash leaves (for
+example a whole record header whose length check fails, followed by data
+other than zeros) are damage, and fail the check.
 With --strict, warnings (a torn tail, an unfinished rollback) fail the check
 too, with exit code 1.`,
 		Example: `  memiavl verify ~/.gaia/data/memiavl.db`,

@@ -46,9 +46,12 @@ For each version it prints the store upgrades and, per store, the number of
 sets and deletes; --pairs also prints every pair's key and value in hex.
 Every record read is checksummed: damage is reported with the segment file
 and byte offset, and the command exits 1. A torn tail at the end of the
-newest segment (bytes after its last whole record: what a crash in the
-middle of an append leaves, or a damaged last record, which looks the same)
-is not part of the log; it is reported on stderr as a warning.
+newest segment (a last record cut short, or one whose checksum fails:
+what a crash in the middle of an append leaves, or a damaged last record,
+which looks the same) is not part of the log; it is reported on stderr as
+a warning. Bytes that no crash leaves (for example a whole record
+header whose length check fails, followed by data other than zeros) are
+damage.
 
 It may run while a node has the database open. The node prunes the log after
 each snapshot rewrite: a segment removed while it is read ends the dump with
