@@ -214,7 +214,9 @@ interrupted import leaves <dir> with the database it had (or none) or with
 the new one, and can be rerun. An interrupt (Ctrl-C, SIGTERM) stops it at
 its next read of the stream and exits 1, leaving what a failed import
 leaves (once the stream is read to its end the import finishes); a second
-ends it at once, as a kill does.
+ends it at once, as a kill does. Items after the stores (snapshot
+extensions of an SDK snapshot) are read to the end of the file, which
+checks the stream's checksum, and left out, with a note on stderr.
 
 ` + streamFormatHelp,
 		Example: `  memiavl import --height 1200 state-1200.bin ./memiavl.db`,
