@@ -22,6 +22,9 @@ const maxSnapshotTouchHint = 1 << 20
 // snapshot must stay open while the tree or any of its copies is in use; the
 // caller owns it and closes it.
 func NewFromSnapshot(s *snapshot.Snapshot, opts Options) (*Tree, error) {
+	if s == nil {
+		return nil, errors.New("memiavl: NewFromSnapshot of a nil snapshot")
+	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -159,6 +162,12 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts [
 			return ctx.Err()
 		}
 		return fmt.Errorf("%w: the snapshot the write copies from: %w", ErrCorrupt, err)
+	}
+	// the walk looks at ctx only every few thousand nodes: a small tree's
+	// write cancelled before or during it ends here, before it is put in
+	// place
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	return w.Finish()
 }

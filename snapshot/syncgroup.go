@@ -103,7 +103,12 @@ func (g *SyncGroup) addFinishedDir(dir string) error {
 // Add hands the open file f to the group, which syncs and closes it: a
 // file written beside the snapshots that becomes durable with them. After
 // Sync or Close it closes f and returns an error wrapping ErrClosed.
-func (g *SyncGroup) Add(f *os.File) error { return g.add(f, f.Name(), false) }
+func (g *SyncGroup) Add(f *os.File) error {
+	if f == nil {
+		return errors.New("snapshot: SyncGroup.Add of a nil file")
+	}
+	return g.add(f, f.Name(), false)
+}
 
 // Sync fsyncs every file and directory of the group concurrently, closes
 // them and returns the errors, each naming its path. Later calls return
