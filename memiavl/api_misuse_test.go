@@ -78,23 +78,37 @@ func TestNewFromSnapshotNil(t *testing.T) {
 // corruptFrom maps a read after release to snapshot.ErrClosed).
 func TestTreeOnClosedSnapshot(t *testing.T) {
 	ops := map[string]func(tr *memiavl.Tree) error{
-		"Get":       func(tr *memiavl.Tree) error { _, err := tr.Get([]byte("k0000")); return err },
-		"GetZero":   func(tr *memiavl.Tree) error { _, err := tr.GetZeroCopy([]byte("k0000")); return err },
-		"Has":       func(tr *memiavl.Tree) error { _, err := tr.Has([]byte("k0000")); return err },
-		"GetWI":     func(tr *memiavl.Tree) error { _, _, err := tr.GetWithIndex([]byte("k0000")); return err },
-		"GetBI":     func(tr *memiavl.Tree) error { _, _, err := tr.GetByIndex(0); return err },
-		"Set":       func(tr *memiavl.Tree) error { _, err := tr.Set([]byte("zz"), []byte("x")); return err },
-		"Remove":    func(tr *memiavl.Tree) error { _, err := tr.Remove([]byte("k0000")); return err },
-		"RootHash":  func(tr *memiavl.Tree) error { _, err := tr.RootHashChecked(); return err },
-		"Compute":   func(tr *memiavl.Tree) error { return tr.ComputeHashes() },
-		"Save":      func(tr *memiavl.Tree) error { _, _, err := tr.SaveVersion(); return err },
-		"Export":    func(tr *memiavl.Tree) error { e := tr.Export(); defer e.Close(); _, err := e.Next(); return err },
-		"Write":     func(tr *memiavl.Tree) error { return tr.WriteSnapshot(context.Background(), filepath.Join(t.TempDir(), "w")) },
-		"Proof":     func(tr *memiavl.Tree) error { _, err := tr.GetMembershipProof([]byte("k0000")); return err },
-		"NonProof":  func(tr *memiavl.Tree) error { _, err := tr.GetNonMembershipProof([]byte("k00001")); return err },
-		"Check":     func(tr *memiavl.Tree) error { return tr.Check() },
-		"Iterate":   func(tr *memiavl.Tree) error { it := tr.Iterator(nil, nil, true); defer it.Close(); for ; it.Valid(); it.Next() {}; return it.Error() },
-		"IterDesc":  func(tr *memiavl.Tree) error { it := tr.Iterator(nil, nil, false); defer it.Close(); for ; it.Valid(); it.Next() {}; return it.Error() },
+		"Get":      func(tr *memiavl.Tree) error { _, err := tr.Get([]byte("k0000")); return err },
+		"GetZero":  func(tr *memiavl.Tree) error { _, err := tr.GetZeroCopy([]byte("k0000")); return err },
+		"Has":      func(tr *memiavl.Tree) error { _, err := tr.Has([]byte("k0000")); return err },
+		"GetWI":    func(tr *memiavl.Tree) error { _, _, err := tr.GetWithIndex([]byte("k0000")); return err },
+		"GetBI":    func(tr *memiavl.Tree) error { _, _, err := tr.GetByIndex(0); return err },
+		"Set":      func(tr *memiavl.Tree) error { _, err := tr.Set([]byte("zz"), []byte("x")); return err },
+		"Remove":   func(tr *memiavl.Tree) error { _, err := tr.Remove([]byte("k0000")); return err },
+		"RootHash": func(tr *memiavl.Tree) error { _, err := tr.RootHashChecked(); return err },
+		"Compute":  func(tr *memiavl.Tree) error { return tr.ComputeHashes() },
+		"Save":     func(tr *memiavl.Tree) error { _, _, err := tr.SaveVersion(); return err },
+		"Export":   func(tr *memiavl.Tree) error { e := tr.Export(); defer e.Close(); _, err := e.Next(); return err },
+		"Write": func(tr *memiavl.Tree) error {
+			return tr.WriteSnapshot(context.Background(), filepath.Join(t.TempDir(), "w"))
+		},
+		"Proof":    func(tr *memiavl.Tree) error { _, err := tr.GetMembershipProof([]byte("k0000")); return err },
+		"NonProof": func(tr *memiavl.Tree) error { _, err := tr.GetNonMembershipProof([]byte("k00001")); return err },
+		"Check":    func(tr *memiavl.Tree) error { return tr.Check() },
+		"Iterate": func(tr *memiavl.Tree) error {
+			it := tr.Iterator(nil, nil, true)
+			defer it.Close()
+			for ; it.Valid(); it.Next() {
+			}
+			return it.Error()
+		},
+		"IterDesc": func(tr *memiavl.Tree) error {
+			it := tr.Iterator(nil, nil, false)
+			defer it.Close()
+			for ; it.Valid(); it.Next() {
+			}
+			return it.Error()
+		},
 		"CopyGet":   func(tr *memiavl.Tree) error { _, err := tr.Copy().Get([]byte("k0000")); return err },
 		"SizeCheck": func(tr *memiavl.Tree) error { _, err := tr.SizeChecked(); return err },
 	}
