@@ -252,11 +252,13 @@ func (r endChecked) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// checkedToEnd hands RestoreDB the stream's items; at the first item after
-// the stores (an extension's, which the import does not keep), before
-// RestoreDB commits, it reads the rest of the file, so that its checksum,
-// which covers the whole stream and is checked only at its end, refuses a
-// damaged file as it does one without extensions.
+// checkedToEnd hands RestoreDB the stream's items. At the first item after
+// the stores, before RestoreDB commits, it reads the rest of the file, so
+// that its checksum, which covers the whole stream and is checked only at
+// its end, refuses a damaged file as it does one without extensions. The
+// items after the stores must be snapshot extensions (an extension item,
+// then its payloads, for each), as the SDK's snapshot manager requires: a
+// store or node among them is refused, not left out with the extensions.
 type checkedToEnd struct {
 	items protoio.Reader
 	rest  io.Reader
@@ -266,16 +268,38 @@ func (r checkedToEnd) ReadMsg(msg proto.Message) error {
 	if err := r.items.ReadMsg(msg); err != nil {
 		return err
 	}
-	if it, ok := msg.(*snapshottypes.SnapshotItem); ok {
-		switch it.Item.(type) {
-		case *snapshottypes.SnapshotItem_Store, *snapshottypes.SnapshotItem_IAVL:
-		default:
-			if _, err := io.Copy(io.Discard, r.rest); err != nil {
+	it, ok := msg.(*snapshottypes.SnapshotItem)
+	if !ok {
+		return nil
+	}
+	switch it.Item.(type) {
+	case *snapshottypes.SnapshotItem_Store, *snapshottypes.SnapshotItem_IAVL:
+		return nil
+	case *snapshottypes.SnapshotItem_Extension:
+		// the extensions' items, each bounded as every item is
+		for n := 1; ; n++ {
+			var next snapshottypes.SnapshotItem
+			err := r.items.ReadMsg(&next)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
 				return fmt.Errorf("the stream after the stores: %w", err)
 			}
+			switch next.Item.(type) {
+			case *snapshottypes.SnapshotItem_Extension, *snapshottypes.SnapshotItem_ExtensionPayload:
+			default:
+				return fmt.Errorf("%w: item %d after the stores' is of type %T; only snapshot extensions may follow the stores",
+					compat.ErrSnapshotStream, n, next.Item)
+			}
 		}
+	default:
+		// RestoreDB refuses it; the file's damage, if any, is the reason
+		if _, err := io.Copy(io.Discard, r.rest); err != nil {
+			return fmt.Errorf("the stream after the stores: %w", err)
+		}
+		return nil
 	}
-	return nil
 }
 
 func runImport(ctx context.Context, w, diag io.Writer, file, dir string, height int64, stores []string) error {
