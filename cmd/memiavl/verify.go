@@ -35,13 +35,14 @@ On success it prints a report and exits 0. On the first problem it prints it
 (naming the file and byte offset where known) on stderr and exits 1; with
 --json it also prints {"ok": false, "error": "..."} on stdout.
 
-A torn tail at the end of the log (a last record cut short, or one whose
-checksum fails) is a warning, not a failure: it is what a crash in the
-middle of an append leaves, and the database opens at the version before
-it. A damaged last record looks the same, so the versions the tail held
-are reported lost. Bytes after the last record that no crash leaves (for
-example a whole record header whose length check fails, followed by data
-other than zeros) are damage, and fail the check.
+A torn tail at the end of the log is a warning, not a failure: it is what
+a crash in the middle of an append leaves (a last record cut short, or
+one whose checksum fails, or a page the system had not written back, read
+as zeros), and the database opens at the version before it. A damaged
+last record looks the same, so the versions the tail held are reported
+lost. Bytes at the end that no crash leaves (for example a whole record
+header failing its length check, followed by bytes that are neither zeros
+nor its record's body) are damage, and fail the check.
 With --strict, warnings (a torn tail, an unfinished rollback) fail the check
 too, with exit code 1.`,
 		Example: `  memiavl verify ~/.gaia/data/memiavl.db`,

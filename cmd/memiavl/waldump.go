@@ -46,12 +46,13 @@ For each version it prints the store upgrades and, per store, the number of
 sets and deletes; --pairs also prints every pair's key and value in hex.
 Every record read is checksummed: damage is reported with the segment file
 and byte offset, and the command exits 1. A torn tail at the end of the
-newest segment (a last record cut short, or one whose checksum fails:
-what a crash in the middle of an append leaves, or a damaged last record,
-which looks the same) is not part of the log; it is reported on stderr as
-a warning. Bytes that no crash leaves (for example a whole record
-header whose length check fails, followed by data other than zeros) are
-damage.
+newest segment (what a crash in the middle of an append leaves: a last
+record cut short, or one whose checksum fails, or a page the system had
+not written back, read as zeros; a damaged last record looks the same) is
+not part of the log; it is reported on stderr as a warning. Bytes at the
+end that no crash leaves (for example a whole record header failing its
+length check, followed by bytes that are neither zeros nor its record's
+body) are damage.
 
 It may run while a node has the database open. The node prunes the log after
 each snapshot rewrite: a segment removed while it is read ends the dump with
