@@ -85,10 +85,10 @@ func ImportIAVLContext(ctx context.Context, iavlDB dbm.DB, height int64, stores 
 		}
 	}
 	sources := make(map[string]multitree.NodeSource, len(stores))
-	var exporters []*iavl.Exporter
+	var started []*iavlSource
 	defer func() {
-		for _, e := range exporters {
-			e.Close()
+		for _, s := range started {
+			s.close()
 		}
 	}()
 	for _, name := range stores {
@@ -119,12 +119,12 @@ func ImportIAVLContext(ctx context.Context, iavlDB dbm.DB, height int64, stores 
 		if err != nil {
 			return fmt.Errorf("%w: store %q at height %d: %w", ErrMigrate, name, height, err)
 		}
-		e, err := it.Export()
-		if err != nil {
-			return fmt.Errorf("%w: store %q at height %d: %w", ErrMigrate, name, height, err)
-		}
-		exporters = append(exporters, e)
-		sources[name] = iavlSource{e}
+		// the export starts when the import reads the store: an iavl
+		// exporter reads ahead on a goroutine of its own as soon as it
+		// is made, and memory is to follow the stores imported at once
+		src := &iavlSource{tree: it}
+		started = append(started, src)
+		sources[name] = src
 	}
 	// replace a database at version 0 only: the import's own check would
 	// also let one at height be replaced
@@ -223,19 +223,44 @@ type emptySource struct{}
 
 func (emptySource) Next() (*memiavl.ExportNode, error) { return nil, memiavl.ErrExportDone }
 
-// iavlSource adapts cosmos/iavl's exporter to a multitree.NodeSource; the
-// two ExportNode types have the same fields.
-type iavlSource struct{ e *iavl.Exporter }
+// iavlSource adapts cosmos/iavl's exporter of tree to a
+// multitree.NodeSource; the two ExportNode types have the same fields. The
+// exporter is made at the first Next and closed at the end of the stream
+// (or by close).
+type iavlSource struct {
+	tree *iavl.ImmutableTree
+	e    *iavl.Exporter
+	done bool
+}
 
-func (s iavlSource) Next() (*memiavl.ExportNode, error) {
+func (s *iavlSource) Next() (*memiavl.ExportNode, error) {
+	if s.done {
+		return nil, memiavl.ErrExportDone
+	}
+	if s.e == nil {
+		e, err := s.tree.Export()
+		if err != nil {
+			return nil, err
+		}
+		s.e = e
+	}
 	n, err := s.e.Next()
 	if errors.Is(err, iavl.ErrorExportDone) {
+		s.done = true
+		s.close()
 		return nil, memiavl.ErrExportDone
 	}
 	if err != nil {
 		return nil, err
 	}
 	return (*memiavl.ExportNode)(n), nil
+}
+
+// close stops the exporter, if one was made; it may be called again.
+func (s *iavlSource) close() {
+	if s.e != nil {
+		s.e.Close()
+	}
 }
 
 // ImportMemIAVL creates the database in dir from a directory written by the
