@@ -213,6 +213,9 @@ func (im *Importer) Commit() error {
 	} else {
 		copy(im.root[:], nodehash.Empty())
 	}
+	// a finished importer may be kept until a larger import ends: its
+	// copies of keys go now
+	im.stack, im.lastKey = nil, nil
 	im.committed = true
 	return nil
 }

@@ -519,7 +519,8 @@ func (w *Writer) Finish() error {
 	return nil
 }
 
-// dropBuffers lets go of the write buffers (about 850 KiB) once the writer
+// dropBuffers lets go of the write buffers (about 850 KiB) and of the
+// copies of keys (the last leaf's, the pending subtrees') once the writer
 // can write no more: a caller may keep a finished writer until a larger
 // operation ends (an import of many stores keeps each store's).
 func (w *Writer) dropBuffers() {
@@ -529,6 +530,7 @@ func (w *Writer) dropBuffers() {
 	if w.hashes != nil {
 		w.hashes.buf = nil
 	}
+	w.lastKey, w.stack, w.shape = nil, nil, nil
 }
 
 // DeferSync makes Finish leave every fsync to g (see SyncGroup). Finish
