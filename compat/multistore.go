@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -1053,6 +1054,17 @@ func (s *MultiStore) checkRollback(target int64) error {
 		if target > latest {
 			return fmt.Errorf("%w: cannot roll back to %d, the latest version is %d", multitree.ErrVersion, target, latest)
 		}
+		// the stores of target, from the upgrades the log records after
+		// the loaded version
+		names, err := db.StoreNamesAt(target)
+		if err != nil {
+			return fmt.Errorf("cannot roll back to %d: %w", target, err)
+		}
+		for _, name := range s.mountedTrees() {
+			if _, ok := slices.BinarySearch(names, name); !ok {
+				return missingAtRollback(target, name)
+			}
+		}
 		return nil
 	}
 	v, err := s.views.get(db, target)
@@ -1062,10 +1074,16 @@ func (s *MultiStore) checkRollback(target int64) error {
 	defer v.Unpin()
 	for _, name := range s.mountedTrees() {
 		if v.Tree(name) == nil {
-			return fmt.Errorf("%w: cannot roll back to %d: mounted store %s does not exist at that version (it was added or renamed to later, by a store upgrade)", multitree.ErrVersion, target, name)
+			return missingAtRollback(target, name)
 		}
 	}
 	return nil
+}
+
+// missingAtRollback is checkRollback's error for a mounted store that does
+// not exist at target.
+func missingAtRollback(target int64, name string) error {
+	return fmt.Errorf("%w: cannot roll back to %d: mounted store %s does not exist at that version (a store upgrade added it, renamed it or deleted it since or before)", multitree.ErrVersion, target, name)
 }
 
 // CacheWrap implements types.Store.
