@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/time/rate"
 
@@ -401,7 +402,12 @@ func (db *DB) prune(cur int64) error {
 	if keep < 0 {
 		keep = 0
 	}
-	for _, v := range older[:keep] {
+	removed := older[:keep]
+	// what the database keeps of the removed snapshots goes with them:
+	// the record of their checks, and the cached views rebuilt from them
+	// (which would keep their files mapped until evicted)
+	defer db.forgetSnapshots(removed)
+	for _, v := range removed {
 		if err := removeSnapshotDir(db.dir, v); err != nil {
 			return err
 		}
@@ -416,6 +422,33 @@ func (db *DB) prune(cur int64) error {
 		oldest = older[keep]
 	}
 	return db.log.TruncateFront(oldest + 1)
+}
+
+// forgetSnapshots drops the checks recorded of the snapshots of versions
+// and the cached views rebuilt from them, once the prune removes them.
+func (db *DB) forgetSnapshots(versions []int64) {
+	if len(versions) == 0 {
+		return
+	}
+	db.snapsChecked.Lock()
+	for id := range db.snapsChecked.m {
+		if slices.Contains(versions, id.version) {
+			delete(db.snapsChecked.m, id)
+		}
+	}
+	db.snapsChecked.Unlock()
+	db.views.Lock()
+	defer db.views.Unlock()
+	order := db.views.order[:0]
+	for _, ver := range db.views.order {
+		if st := db.views.cache[ver]; slices.Contains(versions, st.gen.version) {
+			st.gen.release()
+			delete(db.views.cache, ver)
+			continue
+		}
+		order = append(order, ver)
+	}
+	db.views.order = order
 }
 
 // writeSnapshotDir writes the saved version of trees as snapshot directory
