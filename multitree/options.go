@@ -160,8 +160,10 @@ type Options struct {
 	// whatever options, finishes an interrupted or failed one first.
 	Rollback bool
 
-	// ViewCacheSize is how many historical views ViewAt keeps open. 0
-	// means DefaultViewCacheSize; negative disables the cache.
+	// ViewCacheSize is how many historical views ViewAt keeps open (the
+	// most recently used ones; a view goes from the cache when the prune
+	// removes the snapshot it was rebuilt from). 0 means
+	// DefaultViewCacheSize; negative disables the cache.
 	ViewCacheSize int
 
 	// importLock, set by an importer opening the database it wrote for
