@@ -149,6 +149,10 @@ type DB struct {
 		// floor is the version of the last snapshot commit: ViewAt
 		// refuses the versions before it (see dropViewsBefore)
 		floor int64
+		// pruned is the newest snapshot version a prune removed: a
+		// view rebuilt from it (or an older one) while it was removed
+		// is handed out but not cached (see forgetSnapshots)
+		pruned int64
 	}
 }
 
@@ -500,7 +504,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		// The log cannot roll the older snapshots forward, so they are
 		// removed, then a log that ends behind the snapshot is emptied,
 		// as the next entry must follow the snapshot.
-		if err := removeSnapshotsBefore(dir, base); err != nil {
+		if _, err := removeSnapshotsBefore(dir, base); err != nil {
 			return nil, err
 		}
 		if last != 0 {
@@ -1656,7 +1660,9 @@ func (db *DB) snapshotCommitLocked(v int64) error {
 		// that no crash leaves one beside a log that skips past it (a
 		// crash before the reset leaves the log behind the snapshot,
 		// which Open handles the same way).
-		if err := removeSnapshotsBefore(db.dir, v); err != nil {
+		removed, err := removeSnapshotsBefore(db.dir, v)
+		db.forgetSnapshots(removed)
+		if err != nil {
 			return err
 		}
 		return db.log.Reset(v + 1)

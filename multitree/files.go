@@ -342,24 +342,23 @@ func removeSnapshotDir(dir string, v int64) error {
 // removeSnapshotsBefore removes the snapshot directories of versions
 // below v and makes the removal durable. A prune removing the same ones
 // meanwhile is harmless: removeSnapshotDir passes over a directory gone.
-func removeSnapshotsBefore(dir string, v int64) error {
+func removeSnapshotsBefore(dir string, v int64) (removed []int64, err error) {
 	versions, err := listSnapshots(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	removed := false
 	for _, s := range versions {
 		if s < v {
 			if err := removeSnapshotDir(dir, s); err != nil {
-				return err
+				return removed, err
 			}
-			removed = true
+			removed = append(removed, s)
 		}
 	}
-	if removed {
-		return syncDir(dir)
+	if len(removed) > 0 {
+		return removed, syncDir(dir)
 	}
-	return nil
+	return nil, nil
 }
 
 // removeLeftovers deletes what interrupted writes left behind: temporary

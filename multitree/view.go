@@ -90,7 +90,7 @@ func (db *DB) ViewAt(version int64) (_ *View, err error) {
 		db.touchViewLocked(version)
 		return &View{st: cur}, nil
 	}
-	if db.opts.ViewCacheSize > 0 {
+	if db.opts.ViewCacheSize > 0 && st.gen.version > db.views.pruned {
 		if db.views.cache == nil {
 			db.views.cache = map[int64]*state{}
 		}
