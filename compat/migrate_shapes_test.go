@@ -29,7 +29,6 @@ type migSrc struct {
 	names    []string
 	pruning  pruningtypes.PruningOptions
 	noFast   bool
-	r        *rand.Rand
 	valueLen func(r *rand.Rand) int
 	keyLen   func(r *rand.Rand) int
 }
