@@ -15,6 +15,7 @@ import (
 	dbm "github.com/cosmos/cosmos-db"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
@@ -26,7 +27,7 @@ import (
 // a time, grow the heap by far less than all stores' read-ahead (~100 MiB).
 func TestBoundedMemImportIAVLManyStores(t *testing.T) {
 	const stores, leaves, valueSize = 24, 24, 256 << 10
-	top := boundedMemTempDir(t)
+	top := testutil.ShmTempDir(t)
 	db, err := dbm.NewGoLevelDB("application", top, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -56,8 +57,8 @@ func TestBoundedMemImportIAVLManyStores(t *testing.T) {
 
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
 	{ // baseline: one store
-		base := boundedMemHeap()
-		stop := boundedMemPeakHeap()
+		base := testutil.LiveHeap()
+		stop := testutil.PeakHeap()
 		err := compat.ImportIAVL(histReadOnly{db}, id.Version, names[:1], filepath.Join(top, "one.db"), multitree.Options{RewriteConcurrency: 1})
 		peak := stop()
 		if err != nil {
@@ -66,8 +67,8 @@ func TestBoundedMemImportIAVLManyStores(t *testing.T) {
 		t.Logf("baseline, a single store imported: peak heap growth %.1f MiB", float64(int64(peak)-int64(base))/(1<<20))
 	}
 	dir := filepath.Join(top, "memiavl.db")
-	base := boundedMemHeap()
-	stop := boundedMemPeakHeap()
+	base := testutil.LiveHeap()
+	stop := testutil.PeakHeap()
 	start := time.Now()
 	err = compat.ImportIAVL(histReadOnly{db}, id.Version, nil, dir, multitree.Options{RewriteConcurrency: 1})
 	peak := stop()

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
@@ -71,35 +70,6 @@ func boundedMemRefDir(t *testing.T, ref string, v int64, n int) int {
 	return total
 }
 
-// boundedMemPeakHeap samples HeapAlloc until stop is called and returns the
-// largest value seen.
-func boundedMemPeakHeap() (stop func() uint64) {
-	var (
-		wg   sync.WaitGroup
-		peak uint64
-		done = make(chan struct{})
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapAlloc)
-			select {
-			case <-done:
-				return
-			case <-time.After(500 * time.Microsecond):
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return peak
-	}
-}
-
 // TestBoundedMemImportMemIAVLManyStores: a reference memiavl directory of
 // ~100 empty stores (a few KiB of file content) must import with memory
 // bounded by the stores imported at once, not by the number of stores: a
@@ -107,14 +77,14 @@ func boundedMemPeakHeap() (stop func() uint64) {
 // its snapshot writer's ~850 KiB of write buffers.
 func TestBoundedMemImportMemIAVLManyStores(t *testing.T) {
 	const stores, v = 96, 3
-	top := boundedMemTempDir(t)
+	top := testutil.ShmTempDir(t)
 	ref := filepath.Join(top, "ref")
 	size := boundedMemRefDir(t, ref, v, stores)
 	dir := filepath.Join(top, "db")
 	// collect garbage early, so that the peak is what the import holds
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
-	base := boundedMemHeap()
-	stop := boundedMemPeakHeap()
+	base := testutil.LiveHeap()
+	stop := testutil.PeakHeap()
 	start := time.Now()
 	err := compat.ImportMemIAVL(ref, dir, multitree.Options{RewriteConcurrency: 1})
 	peak := stop()

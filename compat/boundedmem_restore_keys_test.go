@@ -7,13 +7,13 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"testing"
-	"time"
 
 	snapshottypes "cosmossdk.io/store/snapshots/types"
 	protoio "github.com/cosmos/gogoproto/io"
 	"github.com/cosmos/gogoproto/proto"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
@@ -54,21 +54,6 @@ func bmLargeValuesDB(t *testing.T, dir string, stores, leaves, valueSize int) *m
 	return db
 }
 
-func bmMeasure(t *testing.T, what string, f func() error) int64 {
-	t.Helper()
-	base := boundedMemHeap()
-	stop := boundedMemPeakHeap()
-	start := time.Now()
-	err := f()
-	peak := stop()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	grew := int64(peak) - int64(base)
-	t.Logf("%s: peak heap growth %.1f MiB in %v", what, float64(grew)/(1<<20), time.Since(start))
-	return grew
-}
-
 // TestBoundedMemStateSyncLargeValues: a state-sync export (SnapshotDB) piped
 // into a restore (RestoreDB) of one store of 512 values of 256 KiB (128 MiB
 // of values, in the source's mapped snapshot) grows the heap by a few MiB,
@@ -77,10 +62,10 @@ func bmMeasure(t *testing.T, what string, f func() error) int64 {
 // the values it passes on.
 func TestBoundedMemStateSyncLargeValues(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
-	top := boundedMemTempDir(t)
+	top := testutil.ShmTempDir(t)
 	db := bmLargeValuesDB(t, filepath.Join(top, "src"), 1, 512, 256<<10)
 	defer db.Close()
-	grew := bmMeasure(t, "export -> restore of 512 x 256 KiB values", func() error {
+	grew := testutil.HeapGrowth(t, "export -> restore of 512 x 256 KiB values", func() error {
 		pr, pw := io.Pipe()
 		errc := make(chan error, 1)
 		go func() {
@@ -155,8 +140,8 @@ func (z *bmTreeStream) ReadMsg(m proto.Message) error {
 // the live heap growth at the end of the stream (before the Commit).
 func bmHeldAtEnd(t *testing.T, stores, height, keySize int) int64 {
 	t.Helper()
-	dir := filepath.Join(boundedMemTempDir(t), "db")
-	base := boundedMemHeap()
+	dir := filepath.Join(testutil.ShmTempDir(t), "db")
+	base := testutil.LiveHeap()
 	r := &boundedMemHeapReader{r: &bmTreeStream{stores: stores, height: height, keySize: keySize}}
 	if _, err := compat.RestoreDB(dir, 5, snapshottypes.CurrentFormat, r, multitree.Options{}); err != nil {
 		t.Fatalf("restore: %v", err)

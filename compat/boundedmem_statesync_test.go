@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -15,21 +14,9 @@ import (
 	"github.com/cosmos/gogoproto/proto"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
-
-// boundedMemTempDir returns a fresh directory, on tmpfs when there is one so
-// that the many small fsyncs of an import cost nothing.
-func boundedMemTempDir(t *testing.T) string {
-	t.Helper()
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		if d, err := os.MkdirTemp("/dev/shm", "boundedmem-"); err == nil {
-			t.Cleanup(func() { os.RemoveAll(d) })
-			return d
-		}
-	}
-	return t.TempDir()
-}
 
 // boundedMemHeapReader is a protoio.Reader over an encoded stream that, at
 // the end of the stream, records the live heap (after a GC): what the restore
@@ -50,13 +37,6 @@ func (h *boundedMemHeapReader) ReadMsg(m proto.Message) error {
 		h.atEnd = ms.HeapAlloc
 	}
 	return err
-}
-
-func boundedMemHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
 
 // boundedMemStoreStream encodes a state-sync stream of n empty stores (a
@@ -85,8 +65,8 @@ func boundedMemStoreStream(t *testing.T, n int) []byte {
 func TestBoundedMemRestoreManyStores(t *testing.T) {
 	const stores = 96
 	stream := boundedMemStoreStream(t, stores)
-	dir := filepath.Join(boundedMemTempDir(t), "db")
-	base := boundedMemHeap()
+	dir := filepath.Join(testutil.ShmTempDir(t), "db")
+	base := testutil.LiveHeap()
 	r := &boundedMemHeapReader{r: protoio.NewDelimitedReader(bytes.NewReader(stream), 1<<20)}
 	start := time.Now()
 	_, err := compat.RestoreDB(dir, 5, snapshottypes.CurrentFormat, r, multitree.Options{})

@@ -17,6 +17,7 @@ import (
 	protoio "github.com/cosmos/gogoproto/io"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
@@ -89,19 +90,6 @@ func leakRead(t *testing.T, dir string) leakSample {
 		}
 	}
 	return s
-}
-
-func leakWaitGoroutines(t *testing.T, base int, what string) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("%s: %d goroutines, baseline %d:\n%s", what, runtime.NumGoroutine(), base, buf[:n])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // leakWaitSettled waits (a minute at most) until only the current
@@ -305,7 +293,7 @@ func testLeakCompatLongRun(t *testing.T, zeroCopy bool) {
 	}
 	closed = true
 	_ = it
-	leakWaitGoroutines(t, base.goroutines, "after Close")
+	testutil.WaitGoroutines(t, base.goroutines, "after Close")
 	if s := leakRead(t, dir); len(s.fdsDir) != 0 || s.maps != 0 || s.fdsAll > base.fdsAll {
 		t.Errorf("after Close: %v; before the first load: %v", s, base)
 	}
@@ -373,7 +361,7 @@ func TestLeakCompatRestoreCycles(t *testing.T) {
 		if err := ms.Close(); err != nil {
 			t.Fatalf("cycle %d: Close: %v", cycle, err)
 		}
-		leakWaitGoroutines(t, base.goroutines, fmt.Sprintf("cycle %d", cycle))
+		testutil.WaitGoroutines(t, base.goroutines, fmt.Sprintf("cycle %d", cycle))
 		s := leakRead(t, dir)
 		if len(s.fdsDir) != 0 || s.maps != 0 || s.fdsAll > base.fdsAll || len(s.beside) != 0 {
 			t.Fatalf("cycle %d (cut %v), after Close: %v; before: %v", cycle, cut, s, base)
@@ -468,7 +456,7 @@ func TestLeakCompatReloadSwitches(t *testing.T) {
 	if err := ms.Close(); err != nil {
 		t.Fatal(err)
 	}
-	leakWaitGoroutines(t, base.goroutines, "after Close")
+	testutil.WaitGoroutines(t, base.goroutines, "after Close")
 	if s := leakRead(t, dir); len(s.fdsDir) != 0 || s.maps != 0 || s.fdsAll > base.fdsAll {
 		t.Errorf("after Close: %v; before: %v", s, base)
 	}

@@ -3,60 +3,11 @@ package multitree
 import (
 	"context"
 	"fmt"
-	"os"
-	"runtime"
 	"runtime/debug"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
-
-func bmTempDir(t *testing.T) string {
-	t.Helper()
-	if d, err := os.MkdirTemp("/dev/shm", "boundedmem-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		return d
-	}
-	return t.TempDir()
-}
-
-func bmPeak() (stop func() uint64) {
-	var (
-		wg   sync.WaitGroup
-		peak uint64
-		done = make(chan struct{})
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapAlloc)
-			select {
-			case <-done:
-				return
-			case <-time.After(500 * time.Microsecond):
-			}
-		}
-	}()
-	return func() uint64 { close(done); wg.Wait(); return peak }
-}
-
-func bmMeasure(t *testing.T, what string, f func() error) int64 {
-	t.Helper()
-	base := liveHeap()
-	stop := bmPeak()
-	start := time.Now()
-	err := f()
-	peak := stop()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	grew := int64(peak) - int64(base)
-	t.Logf("%s: peak heap growth %.1f MiB in %v", what, float64(grew)/(1<<20), time.Since(start))
-	return grew
-}
 
 func bmNames(n int) []string {
 	var names []string
@@ -114,11 +65,11 @@ func TestBoundedMemManyStoresRewriteVerify(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
 	grew := map[string][2]int64{}
 	for k, stores := range []int{8, 64} {
-		dir := bmTempDir(t)
+		dir := testutil.ShmTempDir(t)
 		bmFill(t, dir, stores, 64, 16<<10, 3)
 		record := func(what string, f func() error) {
 			g := grew[what]
-			g[k] = bmMeasure(t, fmt.Sprintf("%d stores: %s", stores, what), f)
+			g[k] = testutil.HeapGrowth(t, fmt.Sprintf("%d stores: %s", stores, what), f)
 			grew[what] = g
 		}
 		var db *DB

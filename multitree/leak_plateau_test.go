@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -124,21 +125,6 @@ func leakDiskBounded(entries []string, keep int) error {
 		}
 	}
 	return nil
-}
-
-// leakWaitGoroutines waits (a minute at most) for the goroutine count to
-// come back to at most base.
-func leakWaitGoroutines(t *testing.T, base int, what string) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("%s: %d goroutines, baseline %d:\n%s", what, runtime.NumGoroutine(), base, buf[:n])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // leakSettle brings db to a state that does not depend on where the
@@ -338,7 +324,7 @@ func TestLeakLongRunPlateau(t *testing.T) {
 		t.Errorf("held view after Close: %v (%q)", err, got)
 	}
 	held.Release()
-	leakWaitGoroutines(t, base.goroutines, "after Close")
+	testutil.WaitGoroutines(t, base.goroutines, "after Close")
 	s := leakRead(t, dir, false)
 	if len(s.fdsDir) != 0 || s.maps != 0 || s.fdsAll > base.fdsAll {
 		t.Errorf("after Close and Release: %v; before Open: %v", s, base)
@@ -441,7 +427,7 @@ func TestLeakReopenCycles(t *testing.T) {
 		if err := ro.Close(); err != nil {
 			t.Fatalf("cycle %d: read-only Close: %v", cycle, err)
 		}
-		leakWaitGoroutines(t, base.goroutines, fmt.Sprintf("cycle %d", cycle))
+		testutil.WaitGoroutines(t, base.goroutines, fmt.Sprintf("cycle %d", cycle))
 		if s := leakRead(t, dir, false); len(s.fdsDir) != 0 || s.maps != 0 || s.fdsAll > base.fdsAll {
 			t.Fatalf("cycle %d, after Close: %v; before the first Open: %v", cycle, s, base)
 		}

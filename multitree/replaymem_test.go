@@ -5,20 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
-
-// liveHeap returns the bytes of live heap objects after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
 
 // TestReplayHoldsOnlyLiveValues replays versions that each overwrite the
 // same hot keys with large values and add one small cold key. Only the
@@ -53,13 +45,13 @@ func TestReplayHoldsOnlyLiveValues(t *testing.T) {
 	}
 	want := closeWithHash(t, db)
 	logged := uint64(versions * hot * size) // what the log holds, about
-	before := liveHeap()
+	before := testutil.LiveHeap()
 	db, err = Open(dir, Options{SnapshotInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	grown := int64(liveHeap()) - int64(before)
+	grown := int64(testutil.LiveHeap()) - int64(before)
 	if !bytes.Equal(db.LastCommitInfo().Hash(), want) {
 		t.Fatal("reopened database has another app hash")
 	}

@@ -1,6 +1,7 @@
 // Package testutil holds helpers shared by the tests of several packages:
 // seeded randomness that reports its seed, generators of keys and values
-// shaped like a chain's state, and damage to a file's bytes.
+// shaped like a chain's state, damage to a file's bytes, and measures of the
+// heap and of goroutines for the tests of bounded memory and leaks.
 package testutil
 
 import (
