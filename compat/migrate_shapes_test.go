@@ -2,7 +2,6 @@ package compat_test
 
 import (
 	"bytes"
-	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 	"cosmossdk.io/store/rootmulti"
 	storetypes "cosmossdk.io/store/types"
 	dbm "github.com/cosmos/cosmos-db"
-	gogotypes "github.com/cosmos/gogoproto/types"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/multitree"
@@ -194,38 +192,8 @@ func TestMigrateHugeInitialVersion(t *testing.T) {
 // imported at 12 and continued side by side with rootmulti over iavl v1
 // (TestImportIAVLFromLegacyNodes only compares contents).
 func TestMigrateLegacyContinue(t *testing.T) {
-	home := t.TempDir()
-	if err := os.CopyFS(filepath.Join(home, "application.db"), os.DirFS("../testdata/iavl-v0.20/application.db")); err != nil {
-		t.Fatal(err)
-	}
-	recorded, err := os.ReadFile("../testdata/iavl-v0.20/hashes")
-	if err != nil {
-		t.Fatal(err)
-	}
 	stores := []string{"acc", "bank"}
-	const legacy = 12
-	info := storetypes.CommitInfo{Version: legacy}
-	for _, name := range stores {
-		var hash []byte
-		for _, line := range strings.Split(string(recorded), "\n") {
-			var n string
-			var v int64
-			var h []byte
-			if _, err := fmt.Sscanf(line, "%s %d %X", &n, &v, &h); err == nil && n == name && v == legacy {
-				hash = h
-			}
-		}
-		info.StoreInfos = append(info.StoreInfos, storetypes.StoreInfo{Name: name, CommitId: storetypes.CommitID{Version: legacy, Hash: hash}})
-	}
-	ldb, err := dbm.NewGoLevelDB("application", home, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ldb.Close()
-	bz, _ := info.Marshal()
-	latest, _ := gogotypes.StdInt64Marshal(legacy)
-	ldb.Set([]byte(fmt.Sprintf("s/%d", legacy)), bz)
-	ldb.Set([]byte("s/latest"), latest)
+	ldb, _ := legacyAppDB(t, stores, 12)
 	s := &migSrc{db: ldb, keys: keyring{}, pruning: pruningtypes.NewPruningOptions(pruningtypes.PruningNothing)}
 	s.load(t, stores, nil)
 	migSideBySide(t, s, 6)

@@ -298,14 +298,12 @@ func TestImportIAVLEmptyStorePruned(t *testing.T) {
 	}
 }
 
-// TestImportIAVLFromLegacyNodes imports an application database whose
-// trees were written by cosmos/iavl v0.20 (SDK v0.47 chains: nodes keyed by
-// hash), as chains that moved to SDK v0.50 hold it, with versions written by
-// iavl v1 on top: testdata/iavl-v0.20 (see its gen/) holds versions 1 to 12
-// of two stores; the test records the commit info of 12 as rootmulti did,
-// commits 5 more blocks with rootmulti over iavl v1, and imports both
-// heights.
-func TestImportIAVLFromLegacyNodes(t *testing.T) {
+// legacyAppDB opens a copy of testdata/iavl-v0.20's application database
+// (versions 1 to 12 of the stores acc and bank, written by cosmos/iavl
+// v0.20) with the commit info of version legacy recorded as rootmulti
+// records it, and returns it (closed when t ends) and that commit info.
+func legacyAppDB(t *testing.T, stores []string, legacy int64) (dbm.DB, storetypes.CommitInfo) {
+	t.Helper()
 	home := t.TempDir()
 	if err := os.CopyFS(filepath.Join(home, "application.db"), os.DirFS("../testdata/iavl-v0.20/application.db")); err != nil {
 		t.Fatal(err)
@@ -314,8 +312,6 @@ func TestImportIAVLFromLegacyNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stores := []string{"acc", "bank"}
-	const legacy = 12
 	info := storetypes.CommitInfo{Version: legacy}
 	for _, name := range stores {
 		var hash []byte
@@ -336,7 +332,7 @@ func TestImportIAVLFromLegacyNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ldb.Close()
+	t.Cleanup(func() { ldb.Close() })
 	bz, err := info.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +347,20 @@ func TestImportIAVLFromLegacyNodes(t *testing.T) {
 	if err := ldb.Set([]byte("s/latest"), latest); err != nil {
 		t.Fatal(err)
 	}
+	return ldb, info
+}
 
+// TestImportIAVLFromLegacyNodes imports an application database whose
+// trees were written by cosmos/iavl v0.20 (SDK v0.47 chains: nodes keyed by
+// hash), as chains that moved to SDK v0.50 hold it, with versions written by
+// iavl v1 on top: testdata/iavl-v0.20 (see its gen/) holds versions 1 to 12
+// of two stores; the test records the commit info of 12 as rootmulti did,
+// commits 5 more blocks with rootmulti over iavl v1, and imports both
+// heights.
+func TestImportIAVLFromLegacyNodes(t *testing.T) {
+	stores := []string{"acc", "bank"}
+	const legacy = 12
+	ldb, info := legacyAppDB(t, stores, legacy)
 	rs := migLoad(t, ldb, stores, nil)
 	keys := rs.StoreKeysByName()
 	for _, si := range info.StoreInfos { // iavl v1 reads the v0.20 roots
