@@ -751,8 +751,10 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 	})
 	if w := db.log.WrittenVersion(); err != nil && w < to && !errors.Is(err, wal.ErrClosed) {
 		// Replay waits for queued entries; it stopped at the failure
-		// of an asynchronous log, which never wrote these versions
-		return fmt.Errorf("%w: versions %d..%d were committed but the log failed before writing them (their states were only in memory): %w",
+		// of an asynchronous log, which never wrote these versions, or
+		// of an fsync, which cut off the records written since the
+		// last one
+		return fmt.Errorf("%w: versions %d..%d were committed but the log failed before it held them durably (their states were only in memory): %w",
 			ErrVersion, w+1, to, err)
 	}
 	return err

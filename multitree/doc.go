@@ -96,8 +96,12 @@
 // Commit did commit; the database keeps working from its previous snapshot
 // and tries again one interval later. A Commit that cannot write the log
 // returns the error and the database refuses every later change and commit
-// with ErrBroken: the versions committed before stay readable, and
-// reopening the database continues from the last version the log holds.
+// with ErrBroken: the versions committed before stay readable, except
+// that ViewAt fails with ErrVersion for the versions whose log records
+// the failure lost (with an AsyncCommitBuffer, those still queued; after a
+// failed fsync under the relaxed fsync policies, those written since the
+// last fsync, which the log cuts off), and reopening the database
+// continues from the last version the log holds.
 //
 // # Reads
 //

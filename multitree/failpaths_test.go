@@ -624,7 +624,7 @@ func TestFailAsyncCommittedVersionUnreadable(t *testing.T) {
 				vw.Release()
 				continue // rebuilt from the cache of views
 			}
-			if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), "log failed before writing them") {
+			if !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), "log failed before it held them durably") {
 				t.Errorf("ViewAt(%d) of a version the failed log never wrote (Version %d, log written to %d): %v", v, last, written, err)
 			}
 		}

@@ -406,6 +406,9 @@ func (l *Log) syncLocked() error {
 	l.w.unsynced = 0
 	l.w.oldest = time.Time{}
 	l.w.synced = l.w.size
+	l.mu.Lock()
+	l.w.syncedV = l.mu.written // the last record written is f's
+	l.mu.Unlock()
 	return nil
 }
 
@@ -417,15 +420,23 @@ func (l *Log) syncLocked() error {
 // records a power loss turns into a hole. Cut back, the file holds only
 // what is durable, and the records after (never acknowledged under
 // SyncEveryCommit; under the other policies, what a crash may lose too)
-// are gone. Best effort: the log has failed, and a reader of the records
-// cut off gets an error. w must be held.
+// are gone. The log has failed; its written version goes back to the
+// last record kept, so a Replay of the records cut off fails with the
+// log's error instead of reading past the end of the file (a Replay
+// already reading them gets a read error). w must be held.
 func (l *Log) discardUnsyncedLocked() {
 	if l.w.f == nil || l.w.size <= l.w.synced {
 		return
 	}
-	if l.w.f.Truncate(l.w.synced) == nil {
-		_ = l.w.f.Sync()
+	if l.w.f.Truncate(l.w.synced) != nil {
+		return
 	}
+	_ = l.w.f.Sync()
+	l.w.size = l.w.synced
+	l.mu.Lock()
+	l.mu.segments[len(l.mu.segments)-1].size = l.w.synced
+	l.mu.written = min(l.mu.written, l.w.syncedV)
+	l.mu.Unlock()
 }
 
 // writeLocked writes records in order to the active segment, starting a
@@ -621,7 +632,7 @@ func (l *Log) rollLocked(base int64) error {
 		return fmt.Errorf("wal: create segment %s: %w", path, err)
 	}
 	l.w.f, l.w.base, l.w.size, l.w.wbFrom = f, base, segmentHeaderSize, segmentHeaderSize
-	l.w.synced = segmentHeaderSize
+	l.w.synced, l.w.syncedV = segmentHeaderSize, base-1
 	l.w.flags = l.appendsFlag()
 
 	l.mu.Lock()

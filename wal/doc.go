@@ -51,7 +51,9 @@
 // durable: Linux marks the pages of a failed fsync clean whether or not
 // they reached the disk, so the reopened log would otherwise read those
 // records back from the page cache and build on them. The reopened log
-// ends before them (under SyncEveryCommit, none of them was acknowledged).
+// ends before them (under SyncEveryCommit, none of them was acknowledged),
+// and so does the failed one: WrittenVersion goes back to the last record
+// kept, and a Replay of the records cut off returns the sticky error.
 //
 // # What a crash can lose
 //

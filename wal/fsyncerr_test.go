@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 // lostFS is memFS with Linux's behaviour after a failed fsync: the dirty
@@ -136,5 +137,45 @@ func TestFsyncFailureDiscardsUnsynced(t *testing.T) {
 		checkReplay(t, r, entries)
 		mustClose(t, r)
 		mustClose(t, l)
+	}
+}
+
+// TestFsyncFailureReplayOfDiscarded: under SyncGrouped the records written
+// since the last fsync are acknowledged; when the next fsync fails
+// they are cut off the file, and a Replay of them fails with the log's
+// error (the versions are not readable any more) rather than with a read
+// past the end of the file. The versions before stay readable, and
+// WrittenVersion goes back to the last record kept.
+func TestFsyncFailureReplayOfDiscarded(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 6, smallShape)
+	for _, async := range []int{0, 2} {
+		fs := &lostFS{memFS: newMemFS(), lost: map[*memNode][][2]int64{}}
+		opts := Options{fs: fs, Sync: SyncGrouped, AsyncBuffer: async, GroupCount: 100, GroupInterval: time.Hour}
+		l := mustOpen(t, memDir, opts)
+		mustAppend(t, l, entries[:3]...)
+		if err := l.Flush(); err != nil { // fsyncs
+			t.Fatal(err)
+		}
+		mustAppend(t, l, entries[3:5]...)
+		fs.fail = 1
+		serr := l.Flush()
+		if serr == nil {
+			t.Fatalf("async %d: the fsync failure was not reported", async)
+		}
+		if w := l.WrittenVersion(); w != 3 {
+			t.Errorf("async %d: written version %d after the cut, want 3", async, w)
+		}
+		for _, v := range []int64{4, 5} {
+			err := l.Replay(v, v, func(Entry) error { return nil })
+			if err == nil || err.Error() != serr.Error() {
+				t.Errorf("async %d: replay of %d, cut off: %v, want the log's error %v", async, v, err, serr)
+			}
+		}
+		var got []int64
+		if err := l.Replay(1, 3, func(e Entry) error { got = append(got, e.Version); return nil }); err != nil || len(got) != 3 {
+			t.Errorf("async %d: replay of 1..3: %v %v", async, got, err)
+		}
+		_ = l.Close()
 	}
 }

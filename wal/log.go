@@ -83,6 +83,7 @@ type Log struct {
 		flags    uint16 // f's header flags: a record of another kind of appends rolls
 		size     int64  // bytes written to f
 		synced   int64  // bytes of f its last successful fsync made durable
+		syncedV  int64  // the version of the last record in those bytes (base-1 when none)
 		wbFrom   int64  // offset in f from which writeback has not been started
 		unsynced int    // entries written to f since its last fsync
 		oldest   time.Time
@@ -355,6 +356,7 @@ func (l *Log) load() (err error) {
 		l.w.f, l.w.base, l.w.size, l.w.wbFrom = active, s.base, s.size, s.size
 		l.w.flags = s.flags
 		l.w.synced = s.size // by the fsync below, which a writable open needs
+		l.w.syncedV = last
 	}
 	if !ro {
 		// A killed writer's unsynced records and entries survive in the

@@ -187,7 +187,7 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 		return err
 	}
 	l.w.f, l.w.base, l.w.size, l.w.wbFrom = f, s.base, end, end
-	l.w.synced = end
+	l.w.synced, l.w.syncedV = end, version
 	l.w.flags = s.flags
 	l.mu.Lock()
 	l.mu.segments[keep].size = end
