@@ -122,7 +122,7 @@ func ImportIAVLContext(ctx context.Context, iavlDB dbm.DB, height int64, stores 
 		// the export starts when the import reads the store: an iavl
 		// exporter reads ahead on a goroutine of its own as soon as it
 		// is made, and memory is to follow the stores imported at once
-		src := &iavlSource{tree: it}
+		src := &iavlSource{height: height, tree: it}
 		started = append(started, src)
 		sources[name] = src
 	}
@@ -227,10 +227,16 @@ func (emptySource) Next() (*memiavl.ExportNode, error) { return nil, memiavl.Err
 // multitree.NodeSource; the two ExportNode types have the same fields. The
 // exporter is made at the first Next and closed at the end of the stream
 // (or by close).
+//
+// iavl's exporter ends its stream early, without an error, at a node it
+// cannot read; the source counts the leaves and fails a stream that ends
+// with fewer than the root records (a source database missing nodes).
 type iavlSource struct {
-	tree *iavl.ImmutableTree
-	e    *iavl.Exporter
-	done bool
+	height int64
+	tree   *iavl.ImmutableTree
+	e      *iavl.Exporter
+	leaves int64
+	done   bool
 }
 
 func (s *iavlSource) Next() (*memiavl.ExportNode, error) {
@@ -248,10 +254,17 @@ func (s *iavlSource) Next() (*memiavl.ExportNode, error) {
 	if errors.Is(err, iavl.ErrorExportDone) {
 		s.done = true
 		s.close()
+		if size := s.tree.Size(); s.leaves != size {
+			return nil, fmt.Errorf("the source's export of height %d ended after %d of the root's %d leaves: "+
+				"nodes are missing from the source database (damaged or pruned by hand?)", s.height, s.leaves, size)
+		}
 		return nil, memiavl.ErrExportDone
 	}
 	if err != nil {
 		return nil, err
+	}
+	if n.Height == 0 {
+		s.leaves++
 	}
 	return (*memiavl.ExportNode)(n), nil
 }
