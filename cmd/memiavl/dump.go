@@ -31,7 +31,9 @@ hash and the size of its tree in the base snapshot: the kept snapshot the
 version is loaded from (the log replayed on top of it). For the latest
 version that is the current snapshot; with --version it may be an older one.
 A store added after the base snapshot has no tree in it (size 0), nor has a
-store renamed since it (its tree is stored under the former name).`,
+store renamed since it (its tree is stored under the former name).
+A torn log tail and an unfinished rollback (the version every open stops
+at until a writable open finishes it) are printed as warnings.`,
 		Example: `  memiavl dump ~/.gaia/data/memiavl.db
   memiavl dump --json --version 1200 ./memiavl.db`,
 		Args: exactArgs(1),
@@ -47,6 +49,7 @@ store renamed since it (its tree is stored under the former name).`,
 // DumpStore describes one store.
 type DumpStore struct {
 	Name          string `json:"name"`
+	NameHex       string `json:"name_hex,omitempty"` // the name's bytes when it is not valid UTF-8
 	Keys          int64  `json:"keys"`
 	Height        int    `json:"height"`
 	RootHash      string `json:"root_hash"`
@@ -68,6 +71,10 @@ type DumpResult struct {
 	// WALTornTail is set when the log ends in a torn tail, ignored by
 	// this read-only open (see multitree.DB.LogTornTail).
 	WALTornTail *wal.TornTail `json:"wal_torn_tail,omitempty"`
+	// RollbackTo is set while a rollback is unfinished: every open stops
+	// at that version, and the snapshots and log after it go at the next
+	// writable open.
+	RollbackTo int64 `json:"rollback_to,omitempty"`
 }
 
 func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
@@ -105,6 +112,9 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	if tt, ok := db.LogTornTail(); ok {
 		res.WALTornTail = &tt
 	}
+	if res.RollbackTo, err = multitree.UnfinishedRollback(from); err != nil {
+		return err
+	}
 	if res.Snapshots, err = multitree.SnapshotVersions(dir); err != nil {
 		return err
 	}
@@ -128,6 +138,7 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 		}
 		res.Stores = append(res.Stores, DumpStore{
 			Name:          name,
+			NameHex:       nameHex(name),
 			Keys:          keys,
 			Height:        int(height),
 			RootHash:      hex.EncodeToString(hash),
@@ -155,10 +166,13 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 		}
 		t.add("warning", "%s", tornTailText(*res.WALTornTail, at, false))
 	}
+	if res.RollbackTo != 0 {
+		t.add("warning", "%s", unfinishedRollbackText(res.RollbackTo))
+	}
 	t.write(w)
 	fmt.Fprintf(w, "\n%-24s %12s %6s %12s  %s\n", "STORE", "KEYS", "HEIGHT", "IN BASE", "ROOT HASH")
 	for _, s := range res.Stores {
-		fmt.Fprintf(w, "%-24s %12d %6d %12s  %s\n", s.Name, s.Keys, s.Height, formatBytes(s.SnapshotBytes), s.RootHash)
+		fmt.Fprintf(w, "%-24s %12d %6d %12s  %s\n", shownName(s.Name), s.Keys, s.Height, formatBytes(s.SnapshotBytes), s.RootHash)
 	}
 	return nil
 }

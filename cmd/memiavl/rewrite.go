@@ -269,8 +269,18 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err != nil {
+		// the writer's open already rolled back: the rollback stands
+		// whatever happens to the snapshot
+		rolled := ""
+		if o.rollback && latestBefore > version {
+			rolled = fmt.Sprintf("the database was rolled back from version %d to %d (versions %d..%d discarded) and no snapshot was written; ",
+				latestBefore, version, version+1, latestBefore)
+		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted; the partial snapshot is removed (now or at the next open) and the command can be rerun: %w", err)
+			return fmt.Errorf("interrupted; %sthe partial snapshot is removed (now or at the next open) and the command can be rerun: %w", rolled, err)
+		}
+		if rolled != "" {
+			return fmt.Errorf("%s%w", rolled, err)
 		}
 		return err
 	}

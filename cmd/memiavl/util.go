@@ -12,8 +12,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 	"github.com/seed-6dfbb450/memiavl/internal/sysstat"
@@ -70,6 +73,25 @@ const (
 func snapshotDirName(version int64) string { return fmt.Sprintf("%s%020d", snapshotPrefix, version) }
 
 var plainStoreName = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,100}$`)
+
+// nameHex is the hex of a store name that JSON cannot carry exactly (one
+// that is not valid UTF-8, which encoding/json would change), "" for the
+// others: reports print it beside the name.
+func nameHex(name string) string {
+	if utf8.ValidString(name) {
+		return ""
+	}
+	return hex.EncodeToString([]byte(name))
+}
+
+// shownName is a store name as the text reports print it: quoted when it
+// is not valid UTF-8 or holds a space or control character.
+func shownName(name string) string {
+	if utf8.ValidString(name) && strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) < 0 {
+		return name
+	}
+	return strconv.Quote(name)
+}
 
 // treeDirName is the directory of a store's tree inside a snapshot.
 func treeDirName(store string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -61,6 +62,9 @@ type verifyJSON struct {
 	AppHash   string   `json:"app_hash"`
 	Snapshots []int64  `json:"snapshots"`
 	Stores    []string `json:"stores"`
+	// StoresHex, when a store name is not valid UTF-8 (which JSON
+	// cannot carry exactly), has the hex of every name, in Stores' order.
+	StoresHex []string `json:"stores_hex,omitempty"`
 	WALFirst  int64    `json:"wal_first"`
 	WALLast   int64    `json:"wal_last"`
 	// WALTornTail is set when the log ends in a torn tail (see
@@ -106,9 +110,15 @@ func runVerify(w io.Writer, dir string, asJSON, strict bool) error {
 		}
 	}
 	if asJSON {
+		var storesHex []string
+		if slices.ContainsFunc(rep.Stores, func(name string) bool { return nameHex(name) != "" }) {
+			for _, name := range rep.Stores {
+				storesHex = append(storesHex, hex.EncodeToString([]byte(name)))
+			}
+		}
 		return writeJSON(w, verifyJSON{
 			Version: rep.Version, AppHash: hex.EncodeToString(rep.AppHash), Snapshots: rep.Snapshots,
-			Stores: rep.Stores, WALFirst: rep.WALFirst, WALLast: rep.WALLast, WALTornTail: rep.WALTornTail,
+			Stores: rep.Stores, StoresHex: storesHex, WALFirst: rep.WALFirst, WALLast: rep.WALLast, WALTornTail: rep.WALTornTail,
 			RollbackTo: rep.RollbackTo, OK: true,
 		})
 	}
@@ -126,10 +136,16 @@ func runVerify(w io.Writer, dir string, asJSON, strict bool) error {
 		t.add("warning", "%s", tornTailText(*tt, rep.Version, false))
 	}
 	if rep.RollbackTo != 0 {
-		t.add("warning", "a rollback to version %d is unfinished: every open stops there, and the next writable open (rewrite-snapshot, or the node) finishes it", rep.RollbackTo)
+		t.add("warning", "%s", unfinishedRollbackText(rep.RollbackTo))
 	}
 	t.add("stores", "%d %q (checked node by node at version %d)", len(rep.Stores), rep.Stores, rep.Version)
 	t.add("result", "OK")
 	t.write(w)
 	return nil
+}
+
+// unfinishedRollbackText describes a rollback to version to that a writable
+// open has not finished.
+func unfinishedRollbackText(to int64) string {
+	return fmt.Sprintf("a rollback to version %d is unfinished: every open stops there, and the next writable open (rewrite-snapshot, or the node) finishes it", to)
 }

@@ -74,6 +74,7 @@ an error that says so and which version was printed last.`,
 
 type walStoreJSON struct {
 	Name    string        `json:"name"`
+	NameHex string        `json:"name_hex,omitempty"` // the name's bytes when it is not valid UTF-8
 	Sets    int           `json:"sets"`
 	Deletes int           `json:"deletes"`
 	Pairs   []walPairJSON `json:"pairs,omitempty"`
@@ -241,7 +242,7 @@ func writeWALEntry(w io.Writer, e wal.Entry, pairs bool) {
 	}
 	for _, cs := range e.ChangeSets {
 		sets, dels := countPairs(cs)
-		fmt.Fprintf(w, "  %s: %d sets, %d deletes\n", cs.Name, sets, dels)
+		fmt.Fprintf(w, "  %s: %d sets, %d deletes\n", shownName(cs.Name), sets, dels)
 		if !pairs {
 			continue
 		}
@@ -261,7 +262,7 @@ func writeWALEntryJSON(w io.Writer, e wal.Entry, pairs bool) error {
 		out.Upgrades = &u
 	}
 	for _, cs := range e.ChangeSets {
-		s := walStoreJSON{Name: cs.Name}
+		s := walStoreJSON{Name: cs.Name, NameHex: nameHex(cs.Name)}
 		s.Sets, s.Deletes = countPairs(cs)
 		if pairs {
 			for _, p := range cs.Pairs {
