@@ -121,7 +121,11 @@ import (
 // from its home slot on, wrapping at the end, so the bytes are a function of
 // the keys. A point read hashes the key and scans slots from the home slot to
 // the first empty one; for a slot whose tag matches it reads the kvs entry at
-// the slot's offset (header, key, value) and never the leaf record.
+// the slot's offset (header, key, value) and never the leaf record. The hash
+// has no seed, so keys can be chosen to collide into one long run of
+// occupied slots: a reader gives up after a bounded number of slots and
+// binary-searches the leaves, which the format allows (the table is only an
+// index of them).
 //
 // The root is the last branch when there is one, leaf 0 for a tree of one
 // leaf, and there is none for the empty tree. A tree holds at most MaxLeaves

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -61,11 +62,21 @@ func KeyHash(key []byte) uint64 { return lookupHash(key) }
 // lookupEntry returns the slot entry for leaf i of a key with hash h.
 func lookupEntry(h, i uint64) uint64 { return h&^uint40Mask | (i + 1) }
 
+// lookupMaxProbe bounds the slots a Lookup reads: past them it
+// binary-searches the leaves. The hash has no seed, so keys chosen to share
+// home slots (ground in milliseconds) make one long run of occupied slots,
+// which every key whose home falls in it would otherwise read to its end;
+// random keys at the table's load of at most two thirds almost never run
+// that long. A variable for tests.
+var lookupMaxProbe = uint64(96)
+
 // Lookup finds key with the lookup table: it returns the key's leaf index
 // and value and true, or false when the tree does not hold the key. It reads
 // the table slots from the key's home slot to the first empty one and the kvs
 // entry of each slot whose tag matches (almost always only the key's own), so
-// a present key costs one slot and one kvs entry, an absent one a slot. It
+// a present key costs one slot and one kvs entry, an absent one a slot. A
+// probe longer than lookupMaxProbe slots (a run of colliding keys) ends in a
+// binary search of the leaves, so a read costs O(log n) at worst. It
 // does not allocate; the value points into the mapping. A snapshot of format
 // version 1 has no lookup table: Lookup then binary-searches the leaves.
 // After Close it fails with an error wrapping ErrClosed.
@@ -77,18 +88,7 @@ func (s *Snapshot) Lookup(key []byte) (idx uint64, value []byte, found bool, err
 // the caller.
 func (s *Snapshot) LookupHashed(key []byte, h uint64) (idx uint64, value []byte, found bool, err error) {
 	if s.lookup == nil {
-		if s.leafCount == 0 {
-			if s.closed.Load() {
-				return 0, nil, false, fmt.Errorf("%w: lookup in the snapshot in %s after Close", ErrClosed, s.dir)
-			}
-			return 0, nil, false, nil
-		}
-		i, found, err := s.Search(key, 0, s.leafCount)
-		if err != nil || !found {
-			return 0, nil, false, err
-		}
-		v, err := s.LeafValue(i)
-		return i, v, err == nil, err
+		return s.searchLeaves(key)
 	}
 	slots := uint64(len(s.lookup)) / LookupEntrySize
 	tag := h &^ uint40Mask
@@ -96,7 +96,10 @@ func (s *Snapshot) LookupHashed(key []byte, h uint64) (idx uint64, value []byte,
 	kvLen := uint64(len(s.kvs))
 	// Every slot is visited at most once: a table with no empty slot, which
 	// Verify rejects, still ends the probe.
-	for range slots {
+	for n := range min(slots, lookupMaxProbe) {
+		if n == lookupMaxProbe-1 {
+			return s.searchLeaves(key)
+		}
 		b := s.lookup[slot*LookupEntrySize : slot*LookupEntrySize+LookupEntrySize]
 		e := binary.LittleEndian.Uint64(b)
 		if e == 0 {
@@ -126,6 +129,22 @@ func (s *Snapshot) LookupHashed(key []byte, h uint64) (idx uint64, value []byte,
 	return 0, nil, false, nil
 }
 
+// searchLeaves is Lookup by binary search of the leaves.
+func (s *Snapshot) searchLeaves(key []byte) (idx uint64, value []byte, found bool, err error) {
+	if s.leafCount == 0 {
+		if s.closed.Load() {
+			return 0, nil, false, fmt.Errorf("%w: lookup in the snapshot in %s after Close", ErrClosed, s.dir)
+		}
+		return 0, nil, false, nil
+	}
+	i, found, err := s.Search(key, 0, s.leafCount)
+	if err != nil || !found {
+		return 0, nil, false, err
+	}
+	v, err := s.LeafValue(i)
+	return i, v, err == nil, err
+}
+
 // kvHeaderSize returns the size of the kvs entry headers of the snapshot's
 // format version.
 func (s *Snapshot) kvHeaderSize() uint64 {
@@ -145,14 +164,17 @@ func (s *Snapshot) lookupError(slot uint64, format string, args ...any) error {
 }
 
 // verifyLookup checks that every slot is empty (all zero) or names a leaf,
-// that the table holds one entry per leaf, and that probing each leaf's key from its
-// home slot reaches that leaf's entry before an empty slot.
+// that the table holds one entry per leaf, and that probing each leaf's key
+// from its home slot reaches that leaf's entry before an empty slot: that
+// the entry lies in the run of occupied slots that holds the key's home
+// slot. It goes over the table once, in runs, whatever the keys' collisions;
+// it keeps a bit per leaf.
 func (s *Snapshot) verifyLookup() error {
 	if s.lookup == nil {
 		return nil
 	}
 	slots := uint64(len(s.lookup)) / LookupEntrySize
-	used := uint64(0)
+	used, empty := uint64(0), slots
 	for slot := uint64(0); slot < slots; slot++ {
 		b := s.lookup[slot*LookupEntrySize:]
 		e := binary.LittleEndian.Uint64(b)
@@ -160,6 +182,7 @@ func (s *Snapshot) verifyLookup() error {
 			if binary.LittleEndian.Uint64(b[8:]) != 0 {
 				return s.lookupError(slot, "empty slot with a kvs offset")
 			}
+			empty = slot
 			continue
 		}
 		if i := e&uint40Mask - 1; i >= s.leafCount {
@@ -167,27 +190,33 @@ func (s *Snapshot) verifyLookup() error {
 		}
 		used++
 	}
-	if used != s.leafCount {
-		return s.lookupError(0, "%d entries for %d leaves", used, s.leafCount)
+	if used != s.leafCount || empty == slots {
+		return s.lookupError(0, "%d entries for %d leaves in %d slots", used, s.leafCount, slots)
 	}
-	for i := uint64(0); i < s.leafCount; i++ {
+	seen := make([]uint64, (s.leafCount+63)/64)
+	// from the slot after an empty one around the table: run is the first
+	// slot of the current run of occupied slots
+	run := lookupNext(empty, slots)
+	for j, slot := uint64(0), run; j < slots; j, slot = j+1, lookupNext(slot, slots) {
+		e := binary.LittleEndian.Uint64(s.lookup[slot*LookupEntrySize:])
+		if e == 0 {
+			run = lookupNext(slot, slots)
+			continue
+		}
+		i := e&uint40Mask - 1
+		if seen[i/64]&(1<<(i%64)) != 0 {
+			return s.lookupError(slot, "a second entry for leaf %d", i)
+		}
+		seen[i/64] |= 1 << (i % 64)
 		key, err := s.LeafKey(i)
 		if err != nil {
 			return err
 		}
 		h := lookupHash(key)
-		want := lookupEntry(h, i)
 		home := lookupHome(h, slots)
-		slot := home
-		for n := uint64(0); ; n++ {
-			e := binary.LittleEndian.Uint64(s.lookup[slot*LookupEntrySize:])
-			if e == want {
-				break
-			}
-			if e == 0 || n == slots {
-				return s.lookupError(home, "no entry for leaf %d (key %s) from its home slot", i, hexkey.Lower(key))
-			}
-			slot = lookupNext(slot, slots)
+		// home in [run, slot], around the end of the table
+		if e != lookupEntry(h, i) || (slot+slots-home)%slots > (slot+slots-run)%slots {
+			return s.lookupError(home, "no entry for leaf %d (key %s) from its home slot", i, hexkey.Lower(key))
 		}
 		off := binary.LittleEndian.Uint64(s.lookup[slot*LookupEntrySize+8:])
 		if rec := binary.LittleEndian.Uint64(s.leafRec(i)[leafOffKVOff:]); off != rec {
@@ -253,7 +282,9 @@ func (b *lookupBuilder) addHash(h, kvOff uint64) error {
 // leaf of lower index, inserted before it. The sweep starts after a slot
 // that ends up empty, so that no run of occupied slots wraps around it
 // (see lastEmptySlot). A table of up to lookupWholeMax bytes is built
-// whole instead, by inserting the leaves in leaf order.
+// whole instead, by inserting the leaves in leaf order, unless its keys
+// collide so much that the insertions' probes grow quadratic (see
+// lookupProbeBudget).
 //
 // The writes of the table wait for pace first.
 func (b *lookupBuilder) build(f *os.File, n uint64, pace *pacer) (crc uint32, err error) {
@@ -265,7 +296,11 @@ func (b *lookupBuilder) build(f *os.File, n uint64, pace *pacer) (crc uint32, er
 		return 0, nil
 	}
 	if slots*LookupEntrySize <= lookupWholeMax {
-		return b.buildWhole(f, n, slots, pace)
+		crc, done, err := b.buildWhole(f, n, slots, pace)
+		if err != nil || done {
+			return crc, err
+		}
+		// colliding keys: the sweep below places each leaf once
 	}
 	win, err := b.partition(n, slots)
 	if err != nil {
@@ -367,9 +402,18 @@ func (b *lookupBuilder) scanChunks(n uint64, f func(first uint64, recs []byte) e
 // miss, and fetches issued ahead of the insertions that need them overlap.
 const lookupAhead = 16
 
+// lookupProbeBudget bounds the slots buildWhole may step over, on average
+// per leaf, before it gives up for the windowed sweep: an insertion steps
+// over the run of occupied slots after its home, about one slot for random
+// keys, but the whole run for keys chosen to collide, which would make the
+// build quadratic in their number. A variable for tests.
+var lookupProbeBudget = uint64(16)
+
 // buildWhole builds the table in memory, inserting the leaves in leaf
-// order, and writes it with one call.
-func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64, pace *pacer) (uint32, error) {
+// order, and writes it with one call. It returns done false, having
+// written nothing, when the insertions step over more than
+// lookupProbeBudget slots per leaf (keys that collide).
+func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64, pace *pacer) (crc uint32, done bool, err error) {
 	table := make([]byte, slots*LookupEntrySize)
 	// A fresh allocation of this size is memory the process has not
 	// touched: the insertions' first read of a page would map the shared
@@ -379,6 +423,7 @@ func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64, pace *pacer) (ui
 	for i := 0; i < len(table); i += 4096 {
 		table[i] = 0
 	}
+	budget := lookupProbeBudget*n + 1024
 	if err := b.scanChunks(n, func(first uint64, recs []byte) error {
 		m := len(recs) / lookupBuildRecord
 		for j := 0; j < min(lookupAhead, m); j++ {
@@ -393,22 +438,30 @@ func (b *lookupBuilder) buildWhole(f *os.File, n, slots uint64, pace *pacer) (ui
 			slot := lookupHome(h, slots)
 			for binary.LittleEndian.Uint64(table[slot*LookupEntrySize:]) != 0 {
 				slot = lookupNext(slot, slots)
+				if budget--; budget == 0 {
+					return errProbeBudget
+				}
 			}
 			binary.LittleEndian.PutUint64(table[slot*LookupEntrySize:], lookupEntry(h, first+uint64(j)))
 			binary.LittleEndian.PutUint64(table[slot*LookupEntrySize+8:], binary.LittleEndian.Uint64(e[8:]))
 		}
 		return nil
-	}); err != nil {
-		return 0, err
+	}); err == errProbeBudget {
+		return 0, false, nil
+	} else if err != nil {
+		return 0, false, err
 	}
 	if err := pace.wait(len(table)); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if _, err := f.WriteAt(table, 0); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return crc32.Update(0, crcTable, table), nil
+	return crc32.Update(0, crcTable, table), true, nil
 }
+
+// errProbeBudget stops buildWhole (see lookupProbeBudget).
+var errProbeBudget = errors.New("lookup table: probe budget spent")
 
 // lookupWindows is the leaves sorted into windows of slots by home slot:
 // window k holds the leaves whose home slot is in [k*size, (k+1)*size), in
