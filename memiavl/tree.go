@@ -60,6 +60,9 @@ type Tree struct {
 	// next holds the keys changed since next.from (StartNextTouches): the
 	// touched set of this tree's rebase onto a snapshot of that version.
 	next *touchSet
+	// rewroteLeaf reports that the last Set replaced the value of a leaf
+	// the tree had written in the working version (WorkingLeafRewritten)
+	rewroteLeaf bool
 	// dirty is set by changes (a Set, a Remove that removed) and
 	// cleared by saving.
 	dirty bool
@@ -260,6 +263,7 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	t.dirty = true
 	t.changes++
 	t.mutations++
+	t.rewroteLeaf = false
 	v := t.WorkingVersion()
 	if t.root.isNil() {
 		t.root = memRef(newLeaf(key, value, v))
@@ -268,6 +272,13 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	t.root, updated = t.set(t.root, key, value, v)
 	return updated, nil
 }
+
+// WorkingLeafRewritten reports whether the last Set replaced the value of a
+// leaf that an earlier Set of the working version wrote (the key was set in
+// this version and not removed since): its shape and the leaf's version
+// stay as the earlier Set left them, so a log of the version's changes may
+// give that Set the new value instead of recording another.
+func (t *Tree) WorkingLeafRewritten() bool { return t.rewroteLeaf }
 
 // Remove deletes key. It reports whether the key existed; removing an absent
 // key leaves the tree unchanged. It fails as Set does.
@@ -561,6 +572,7 @@ func (t *Tree) set(r ref, key, value []byte, v int64) (ref, bool) {
 				left: r, right: memRef(newLeaf(key, value, v))}), false
 		default:
 			if r.n != nil && t.owns(r.n, v) {
+				t.rewroteLeaf = r.n.version == v
 				r.n.setValue(bstr(value))
 				r.n.version = v
 				r.n.hashed = false

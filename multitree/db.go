@@ -70,6 +70,10 @@ type DB struct {
 		first   int64                    // what the "first" file records (0: none)
 		info    *storetypes.CommitInfo   // of version
 		pending wal.Entry                // changes of the working version
+		// rewrites indexes, for each store a Set rewrote a key of (see
+		// coalescePendingLocked), the last pending pair of each key of
+		// the store; nil until then
+		rewrites map[string]map[string]pairRef
 		// origins maps the stores after the working version's upgrades
 		// so far to the stores at its start whose pairs they hold ("" for
 		// a new store), and start the stores at its start to themselves;
@@ -1339,8 +1343,52 @@ func (db *DB) write(store string, p wal.KVPair) (err error) {
 		db.breakOn(err)
 		return err
 	}
+	if !p.Delete && t.WorkingLeafRewritten() && db.coalescePendingLocked(store, p) {
+		return nil
+	}
 	db.addPendingLocked(store, p)
 	return nil
+}
+
+// pairRef locates a pair of the pending entry: db.mu.pending.ChangeSets[cs].Pairs[pair].
+type pairRef struct{ cs, pair int }
+
+// coalescePendingLocked gives the pending Set of p's key the value of p, a
+// Set of the same key that the tree applied by rewriting the leaf that
+// Set wrote (memiavl.Tree.WorkingLeafRewritten): the tree's shape and the
+// replayed hashes are those of the log entry with p appended, and the
+// entry holds one value per key written again and again (a counter set by
+// every transaction of a block) instead of every value until Commit. The
+// first such Set of a store indexes the store's pending pairs; the index
+// is kept up to date by addPendingLocked until Commit. It reports false,
+// having changed nothing, when the key's last pending pair is not a Set.
+func (db *DB) coalescePendingLocked(store string, p wal.KVPair) bool {
+	idx, ok := db.mu.rewrites[store]
+	if !ok {
+		idx = map[string]pairRef{}
+		for c, cs := range db.mu.pending.ChangeSets {
+			if cs.Name != store {
+				continue
+			}
+			for i, q := range cs.Pairs {
+				idx[string(q.Key)] = pairRef{c, i}
+			}
+		}
+		if db.mu.rewrites == nil {
+			db.mu.rewrites = map[string]map[string]pairRef{}
+		}
+		db.mu.rewrites[store] = idx
+	}
+	ref, ok := idx[string(p.Key)]
+	if !ok {
+		return false
+	}
+	q := &db.mu.pending.ChangeSets[ref.cs].Pairs[ref.pair]
+	if q.Delete {
+		return false
+	}
+	q.Value = p.Value
+	return true
 }
 
 // detachHeld returns css with the keys and values that are slices of an
@@ -1397,9 +1445,16 @@ func (db *DB) addPendingLocked(store string, pairs ...wal.KVPair) {
 	css := db.mu.pending.ChangeSets
 	if n := len(css); n > 0 && css[n-1].Name == store {
 		css[n-1].Pairs = append(css[n-1].Pairs, pairs...)
-		return
+	} else {
+		db.mu.pending.ChangeSets = append(css, wal.ChangeSet{Name: store, Pairs: append([]wal.KVPair(nil), pairs...)})
 	}
-	db.mu.pending.ChangeSets = append(css, wal.ChangeSet{Name: store, Pairs: append([]wal.KVPair(nil), pairs...)})
+	if idx, ok := db.mu.rewrites[store]; ok {
+		c := len(db.mu.pending.ChangeSets) - 1
+		all := db.mu.pending.ChangeSets[c].Pairs
+		for i := len(all) - len(pairs); i < len(all); i++ {
+			idx[string(all[i].Key)] = pairRef{c, i}
+		}
+	}
 }
 
 // Get reads key from store's working tree (uncommitted changes included).
@@ -1596,7 +1651,7 @@ func (db *DB) Commit() (_ *storetypes.CommitInfo, err error) {
 	}
 	db.mu.version = v
 	db.mu.info = commitInfoOf(hashes, v)
-	db.mu.pending = wal.Entry{}
+	db.mu.pending, db.mu.rewrites = wal.Entry{}, nil
 	db.mu.origins, db.mu.start = nil, nil
 	db.mu.touched = map[string]bool{}
 
@@ -1929,5 +1984,5 @@ func (db *DB) releaseAll() {
 		db.mu.gen = nil
 	}
 	// a closed handle pins no tree
-	db.mu.trees, db.mu.touched, db.mu.pending = nil, nil, wal.Entry{}
+	db.mu.trees, db.mu.touched, db.mu.pending, db.mu.rewrites = nil, nil, wal.Entry{}, nil
 }

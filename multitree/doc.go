@@ -157,6 +157,13 @@
 //     memory bounded by the tree height plus write buffers. It records each
 //     written in-memory node's new index in the node itself (a spare field),
 //     so no map of the written nodes is allocated.
+//   - The working version's log entry holds its writes, as given to
+//     ApplyChangeSets, except that a Set of a key already set in the
+//     version (and not deleted since) gives that earlier pair its value
+//     instead of adding one: a key written by every transaction of a block
+//     holds one value until Commit, as its leaf does, not one per write.
+//     The first such Set of a store indexes the store's pending pairs by
+//     key (a map entry and a copy of the key per pair) until Commit.
 //   - The log holds no second copy of values: synchronously it encodes an
 //     entry into a reused buffer while Commit runs; with AsyncCommitBuffer N
 //     its queue holds up to N entries that reference the same key and value
