@@ -80,12 +80,8 @@ func TestHistQueriesSideBySide(t *testing.T) {
 	}
 	cases = append(cases, cfg{-1, 0, 2, 0}, cfg{-1, 0, 1, 3}, cfg{5, 3, 2, 0}, cfg{4, 1, 1, 2})
 	if testing.Short() {
-		// every third setting, across the range
-		var some []cfg
-		for i := 0; i < len(cases); i += 3 {
-			some = append(some, cases[i])
-		}
-		cases = some
+		// every interval, keep-recent and view count, one run each
+		cases = []cfg{cases[0], cases[4], cases[8], cases[9], cases[12]}
 	}
 	for ci, tc := range cases {
 		t.Run(fmt.Sprintf("i%d-k%d-v%d-init%d", tc.interval, tc.keep, tc.views, tc.initial), func(t *testing.T) {
