@@ -175,7 +175,25 @@ func canonicalEntry(e wal.Entry) wal.Entry {
 	out.Upgrades.Renamed = canonicalRenames(e.Upgrades.Renamed)
 	out.ChangeSets = make([]wal.ChangeSet, len(names))
 	for i, name := range names {
-		out.ChangeSets[i] = wal.ChangeSet{Name: name, Pairs: byStore[name]}
+		out.ChangeSets[i] = wal.ChangeSet{Name: name, Pairs: coalescedPairs(byStore[name])}
+	}
+	return out
+}
+
+// coalescedPairs returns pairs with each Set of a key whose last pair
+// before it is a Set given to that earlier pair (which takes its value),
+// as DB.Set logs them: both make the same tree, since the later Set only
+// changes the value of the leaf the earlier one wrote.
+func coalescedPairs(pairs []wal.KVPair) []wal.KVPair {
+	out := make([]wal.KVPair, 0, len(pairs))
+	last := make(map[string]int, len(pairs))
+	for _, p := range pairs {
+		if i, ok := last[string(p.Key)]; ok && !p.Delete && !out[i].Delete {
+			out[i].Value = p.Value
+			continue
+		}
+		last[string(p.Key)] = len(out)
+		out = append(out, p)
 	}
 	return out
 }
@@ -240,6 +258,12 @@ func (db *DB) StoreNamesAt(version int64) ([]string, error) {
 	}
 	return slices.Sorted(maps.Keys(stores)), nil
 }
+
+// RollbackTarget returns the target of the unfinished rollback that a
+// read-only Open stopped at (see Options.Rollback), 0 if none: the version
+// the database is at until a writable Open finishes the rollback. A
+// record of a rollback whose target is the latest version is finished.
+func (db *DB) RollbackTarget() int64 { return db.rollbackTo }
 
 // UnfinishedRollback returns the target of the rollback that the database
 // in dir has begun and not finished (see Options.Rollback), 0 when there is
