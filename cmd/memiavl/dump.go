@@ -112,9 +112,7 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	if tt, ok := db.LogTornTail(); ok {
 		res.WALTornTail = &tt
 	}
-	if res.RollbackTo, err = multitree.UnfinishedRollback(from); err != nil {
-		return err
-	}
+	res.RollbackTo = db.RollbackTarget()
 	if res.Snapshots, err = multitree.SnapshotVersions(dir); err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -87,9 +89,57 @@ type walPairJSON struct {
 }
 
 type walEntryJSON struct {
-	Version  int64          `json:"version"`
-	Upgrades *wal.Upgrades  `json:"upgrades,omitempty"`
-	Stores   []walStoreJSON `json:"stores"`
+	Version  int64            `json:"version"`
+	Upgrades *walUpgradesJSON `json:"upgrades,omitempty"`
+	Stores   []walStoreJSON   `json:"stores"`
+}
+
+// walUpgradesJSON is wal.Upgrades with the hex of the names that are not
+// valid UTF-8 (see nameHex): added_hex and deleted_hex list every name's
+// hex, in order, when one of the list's names needs it.
+type walUpgradesJSON struct {
+	Added      []string         `json:"added,omitempty"`
+	AddedHex   []string         `json:"added_hex,omitempty"`
+	Renamed    []walRenamedJSON `json:"renamed,omitempty"`
+	Deleted    []string         `json:"deleted,omitempty"`
+	DeletedHex []string         `json:"deleted_hex,omitempty"`
+}
+
+type walRenamedJSON struct {
+	OldName    string `json:"old_name"`
+	OldNameHex string `json:"old_name_hex,omitempty"`
+	NewName    string `json:"new_name"`
+	NewNameHex string `json:"new_name_hex,omitempty"`
+}
+
+// namesHex returns the hex of every name when one of them is not valid
+// UTF-8, else nil.
+func namesHex(names []string) []string {
+	if !slices.ContainsFunc(names, func(n string) bool { return nameHex(n) != "" }) {
+		return nil
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = hex.EncodeToString([]byte(n))
+	}
+	return out
+}
+
+func upgradesJSON(u wal.Upgrades) *walUpgradesJSON {
+	out := &walUpgradesJSON{Added: u.Added, AddedHex: namesHex(u.Added), Deleted: u.Deleted, DeletedHex: namesHex(u.Deleted)}
+	for _, r := range u.Renamed {
+		out.Renamed = append(out.Renamed, walRenamedJSON{OldName: r.OldName, OldNameHex: nameHex(r.OldName), NewName: r.NewName, NewNameHex: nameHex(r.NewName)})
+	}
+	return out
+}
+
+// shownNames is names as the text reports print them (shownName).
+func shownNames(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = shownName(n)
+	}
+	return "[" + strings.Join(out, " ") + "]"
 }
 
 // hasSegments reports whether dir holds log segments; a directory that
@@ -238,7 +288,11 @@ func writeWALEntry(w io.Writer, e wal.Entry, pairs bool) {
 	fmt.Fprintf(w, "version %d: %d stores changed, %d pairs\n", e.Version, len(e.ChangeSets), total)
 	u := e.Upgrades
 	if len(u.Added)+len(u.Renamed)+len(u.Deleted) > 0 {
-		fmt.Fprintf(w, "  upgrades: added %v, renamed %v, deleted %v\n", u.Added, u.Renamed, u.Deleted)
+		renamed := make([]string, len(u.Renamed))
+		for i, r := range u.Renamed {
+			renamed[i] = shownName(r.OldName) + "->" + shownName(r.NewName)
+		}
+		fmt.Fprintf(w, "  upgrades: added %s, renamed [%s], deleted %s\n", shownNames(u.Added), strings.Join(renamed, " "), shownNames(u.Deleted))
 	}
 	for _, cs := range e.ChangeSets {
 		sets, dels := countPairs(cs)
@@ -259,7 +313,7 @@ func writeWALEntry(w io.Writer, e wal.Entry, pairs bool) {
 func writeWALEntryJSON(w io.Writer, e wal.Entry, pairs bool) error {
 	out := walEntryJSON{Version: e.Version, Stores: []walStoreJSON{}}
 	if u := e.Upgrades; len(u.Added)+len(u.Renamed)+len(u.Deleted) > 0 {
-		out.Upgrades = &u
+		out.Upgrades = upgradesJSON(u)
 	}
 	for _, cs := range e.ChangeSets {
 		s := walStoreJSON{Name: cs.Name, NameHex: nameHex(cs.Name)}
