@@ -155,8 +155,16 @@ type DB struct {
 		floor int64
 		// pruned is the newest snapshot version a prune removed: a
 		// view rebuilt from it (or an older one) while it was removed
-		// is handed out but not cached (see forgetSnapshots)
-		pruned int64
+		// is handed out but not cached (see forgetSnapshots); valid
+		// once prunedAny is set
+		pruned    int64
+		prunedAny bool
+		// rebuilding has, for each version a ViewAt is rebuilding, a
+		// channel closed when it is done (cached or failed): other
+		// callers of that version wait for it instead of rebuilding it
+		rebuilding map[int64]chan struct{}
+		// slots bounds the rebuilds running at once (maxRebuilds)
+		slots chan struct{}
 	}
 }
 

@@ -440,6 +440,7 @@ func (db *DB) forgetSnapshots(versions []int64) {
 	db.views.Lock()
 	defer db.views.Unlock()
 	db.views.pruned = max(db.views.pruned, slices.Max(versions))
+	db.views.prunedAny = true
 	order := db.views.order[:0]
 	for _, ver := range db.views.order {
 		if st := db.views.cache[ver]; slices.Contains(versions, st.gen.version) {

@@ -40,9 +40,17 @@ func (db *DB) View() (*View, error) {
 	}
 }
 
+// maxRebuilds bounds the versions ViewAt rebuilds at once: each holds the
+// nodes changed between its snapshot and its version until it is
+// released, and concurrent queries of old heights would otherwise hold one
+// each. A variable for tests.
+var maxRebuilds = 2
+
 // ViewAt returns a view of version: the latest one (also for version 0,
 // as View), or an older version rebuilt from the newest kept snapshot at or
-// below it plus the log. Rebuilt views are cached (ViewCacheSize).
+// below it plus the log. Rebuilt views are cached (ViewCacheSize). Callers
+// of a version being rebuilt wait for that rebuild, and at most maxRebuilds
+// (2) versions are rebuilt at once: further callers wait for a turn.
 func (db *DB) ViewAt(version int64) (_ *View, err error) {
 	defer func() { err = asCorrupt(err) }()
 	v, err := db.View()
@@ -54,18 +62,48 @@ func (db *DB) ViewAt(version int64) (_ *View, err error) {
 	if version > latest || version < 0 {
 		return nil, fmt.Errorf("%w: %d (latest is %d)", ErrVersion, version, latest)
 	}
-	db.views.Lock()
-	if st, ok := db.views.cache[version]; ok && st.gen.tryAcquire() {
-		db.touchViewLocked(version)
+	var done chan struct{}
+	for done == nil {
+		db.views.Lock()
+		if st, ok := db.views.cache[version]; ok && st.gen.tryAcquire() {
+			db.touchViewLocked(version)
+			db.views.Unlock()
+			return &View{st: st}, nil
+		}
+		if db.views.closed {
+			db.views.Unlock()
+			return nil, ErrClosed
+		}
+		// one rebuild of a version at a time: the other callers wait
+		// for it and take it from the cache (or, when it was not
+		// cached, rebuild it in turn)
+		busy, ok := db.views.rebuilding[version]
+		if !ok {
+			done = make(chan struct{})
+			if db.views.rebuilding == nil {
+				db.views.rebuilding = map[int64]chan struct{}{}
+				db.views.slots = make(chan struct{}, maxRebuilds)
+			}
+			db.views.rebuilding[version] = done
+		}
+		slots := db.views.slots
 		db.views.Unlock()
-		return &View{st: st}, nil
+		if ok {
+			<-busy
+			continue
+		}
+		defer func() {
+			db.views.Lock()
+			delete(db.views.rebuilding, version)
+			close(done)
+			db.views.Unlock()
+		}()
+		// Rebuild without the lock, so that queries of other versions
+		// (and cache hits) do not wait for this one; at most maxRebuilds
+		// at once, each holding the nodes changed since its snapshot.
+		slots <- struct{}{}
+		defer func() { <-slots }()
 	}
-	db.views.Unlock()
-
-	// Rebuild without the lock, so that queries of other versions (and
-	// cache hits) do not wait for this one. Two queries of the same
-	// uncached version may both rebuild it; the second to finish uses the
-	// first one's.
 	st, err := db.loadVersion(version)
 	if err != nil {
 		return nil, err
@@ -90,7 +128,7 @@ func (db *DB) ViewAt(version int64) (_ *View, err error) {
 		db.touchViewLocked(version)
 		return &View{st: cur}, nil
 	}
-	if db.opts.ViewCacheSize > 0 && st.gen.version > db.views.pruned {
+	if db.opts.ViewCacheSize > 0 && (!db.views.prunedAny || st.gen.version > db.views.pruned) {
 		if db.views.cache == nil {
 			db.views.cache = map[int64]*state{}
 		}
