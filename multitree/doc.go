@@ -100,8 +100,9 @@
 // that ViewAt fails with ErrVersion for the versions whose log records
 // the failure lost (with an AsyncCommitBuffer, those still queued; after a
 // failed fsync under the relaxed fsync policies, those written since the
-// last fsync, which the log cuts off), and reopening the database
-// continues from the last version the log holds.
+// last fsync, which the log cuts off) unless their view is cached or is
+// the latest, and reopening the database continues from the last version
+// the log holds.
 //
 // # Reads
 //
@@ -150,6 +151,12 @@
 //     beside it; past about 10 million keys (21 MiB; the bound is 32 MiB) a
 //     tree's filter stops growing and reports every key, so reads descend
 //     as they would without it.
+//   - A view of an older version (ViewAt) that is not cached is rebuilt
+//     from a kept snapshot plus the log: it holds the nodes changed between
+//     that snapshot and the version until released (and while cached, up
+//     to ViewCacheSize of them). At most two versions are rebuilt at once,
+//     and callers of a version being rebuilt wait for it, so concurrent
+//     queries of old heights do not hold a rebuild each.
 //   - A read view, a background rewrite and every published version share
 //     those nodes with the working trees (copy-on-write): taking a view or
 //     starting a rewrite copies nothing.

@@ -273,7 +273,7 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		// whatever happens to the snapshot
 		rolled := ""
 		if o.rollback && latestBefore > version {
-			rolled = fmt.Sprintf("the database was rolled back from version %d to %d (versions %d..%d discarded) and no snapshot was written; ",
+			rolled = fmt.Sprintf("the database was rolled back from version %d to %d (versions %d..%d discarded) and the snapshot write did not finish; ",
 				latestBefore, version, version+1, latestBefore)
 		}
 		if ctx.Err() != nil {
