@@ -159,10 +159,9 @@ type DB struct {
 		// once prunedAny is set
 		pruned    int64
 		prunedAny bool
-		// rebuilding has, for each version a ViewAt is rebuilding, a
-		// channel closed when it is done (cached or failed): other
+		// rebuilding has each version a ViewAt is rebuilding: other
 		// callers of that version wait for it instead of rebuilding it
-		rebuilding map[int64]chan struct{}
+		rebuilding map[int64]*rebuildCall
 		// slots bounds the rebuilds running at once (maxRebuilds)
 		slots chan struct{}
 	}

@@ -49,9 +49,10 @@ var maxRebuilds = 2
 // ViewAt returns a view of version: the latest one (also for version 0,
 // as View), or an older version rebuilt from the newest kept snapshot at or
 // below it plus the log. Rebuilt views are cached (ViewCacheSize). Callers
-// of a version being rebuilt wait for that rebuild, and at most maxRebuilds
-// (2) versions are rebuilt at once: further callers wait for a turn.
-func (db *DB) ViewAt(version int64) (_ *View, err error) {
+// of a version being rebuilt wait for that rebuild and share it, and at
+// most maxRebuilds (2) versions are rebuilt at once: further callers wait
+// for a turn.
+func (db *DB) ViewAt(version int64) (view *View, err error) {
 	defer func() { err = asCorrupt(err) }()
 	v, err := db.View()
 	if err != nil || version == 0 || v.Version() == version {
@@ -62,8 +63,8 @@ func (db *DB) ViewAt(version int64) (_ *View, err error) {
 	if version > latest || version < 0 {
 		return nil, fmt.Errorf("%w: %d (latest is %d)", ErrVersion, version, latest)
 	}
-	var done chan struct{}
-	for done == nil {
+	var call *rebuildCall
+	for call == nil {
 		db.views.Lock()
 		if st, ok := db.views.cache[version]; ok && st.gen.tryAcquire() {
 			db.touchViewLocked(version)
@@ -75,27 +76,36 @@ func (db *DB) ViewAt(version int64) (_ *View, err error) {
 			return nil, ErrClosed
 		}
 		// one rebuild of a version at a time: the other callers wait
-		// for it and take it from the cache (or, when it was not
-		// cached, rebuild it in turn)
+		// for it and share its result
 		busy, ok := db.views.rebuilding[version]
-		if !ok {
-			done = make(chan struct{})
-			if db.views.rebuilding == nil {
-				db.views.rebuilding = map[int64]chan struct{}{}
-				db.views.slots = make(chan struct{}, maxRebuilds)
+		if ok {
+			busy.waiters++
+			db.views.Unlock()
+			<-busy.done
+			if v, err, ok := db.takeRebuilt(busy); ok {
+				return v, err
 			}
-			db.views.rebuilding[version] = done
+			continue // the rebuild ended without a result (a panic)
 		}
+		call = &rebuildCall{done: make(chan struct{})}
+		if db.views.rebuilding == nil {
+			db.views.rebuilding = map[int64]*rebuildCall{}
+			db.views.slots = make(chan struct{}, maxRebuilds)
+		}
+		db.views.rebuilding[version] = call
 		slots := db.views.slots
 		db.views.Unlock()
-		if ok {
-			<-busy
-			continue
-		}
 		defer func() {
 			db.views.Lock()
 			delete(db.views.rebuilding, version)
-			close(done)
+			if call.waiters > 0 {
+				if view != nil {
+					view.st.gen.acquire() // the waiters' until the last takes its own
+					call.st = view.st
+				}
+				call.err = err
+			}
+			close(call.done)
 			db.views.Unlock()
 		}()
 		// Rebuild without the lock, so that queries of other versions
@@ -143,6 +153,32 @@ func (db *DB) ViewAt(version int64) (_ *View, err error) {
 		}
 	}
 	return &View{st: st}, nil
+}
+
+// rebuildCall is a rebuild of a version by ViewAt that other callers of the
+// version wait for (done). If some did, st is the version's state, with a
+// reference that the last of them drops, or err the rebuild's failure.
+type rebuildCall struct {
+	done    chan struct{}
+	waiters int
+	st      *state
+	err     error
+}
+
+// takeRebuilt returns a view of what the rebuild c a caller waited for
+// made, or its failure; ok is false when it made neither.
+func (db *DB) takeRebuilt(c *rebuildCall) (v *View, err error, ok bool) {
+	db.views.Lock()
+	defer db.views.Unlock()
+	c.waiters--
+	if c.st == nil {
+		return nil, c.err, c.err != nil
+	}
+	c.st.gen.acquire()
+	if c.waiters == 0 {
+		c.st.gen.release()
+	}
+	return &View{st: c.st}, nil, true
 }
 
 func (db *DB) touchViewLocked(version int64) {
