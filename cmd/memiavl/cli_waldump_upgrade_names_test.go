@@ -32,6 +32,12 @@ func TestCLIWALDumpUpgradeNames(t *testing.T) {
 	if _, err := db.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	// a rename's names are quoted whatever they hold ("->" included)
+	mustOK(t, db.ApplyUpgrades(wal.Upgrades{Renamed: []wal.RenamedStore{{OldName: "two words", NewName: "x->y"}}}))
+	mustOK(t, db.ApplyChangeSets([]wal.ChangeSet{{Name: "base", Pairs: []wal.KVPair{{Key: []byte("k"), Value: []byte("z")}}}}))
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
 	mustOK(t, db.Close())
 	os.Remove(filepath.Join(dir, "LOCK"))
 
@@ -40,6 +46,9 @@ func TestCLIWALDumpUpgradeNames(t *testing.T) {
 		if !strings.Contains(text, strconv.Quote(n)) {
 			t.Errorf("wal dump: upgraded store %q not printed quoted:\n%s", n, text)
 		}
+	}
+	if want := `renamed ["two words"->"x->y"]`; !strings.Contains(text, want) {
+		t.Errorf("wal dump: rename not printed as %s:\n%s", want, text)
 	}
 	js := mustCLI(t, "wal", "dump", "--json", dir)
 	for _, n := range added[:2] {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -290,7 +291,8 @@ func writeWALEntry(w io.Writer, e wal.Entry, pairs bool) {
 	if len(u.Added)+len(u.Renamed)+len(u.Deleted) > 0 {
 		renamed := make([]string, len(u.Renamed))
 		for i, r := range u.Renamed {
-			renamed[i] = shownName(r.OldName) + "->" + shownName(r.NewName)
+			// quoted: a name may hold "->"
+			renamed[i] = strconv.Quote(r.OldName) + "->" + strconv.Quote(r.NewName)
 		}
 		fmt.Fprintf(w, "  upgrades: added %s, renamed [%s], deleted %s\n", shownNames(u.Added), strings.Join(renamed, " "), shownNames(u.Deleted))
 	}
