@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,6 +83,19 @@ func nameHex(name string) string {
 		return ""
 	}
 	return hex.EncodeToString([]byte(name))
+}
+
+// namesHex returns the hex of every name when one of them is not valid
+// UTF-8, else nil.
+func namesHex(names []string) []string {
+	if !slices.ContainsFunc(names, func(n string) bool { return nameHex(n) != "" }) {
+		return nil
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = hex.EncodeToString([]byte(n))
+	}
+	return out
 }
 
 // shownName is a store name as the text reports print it: quoted when it

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -110,15 +109,9 @@ func runVerify(w io.Writer, dir string, asJSON, strict bool) error {
 		}
 	}
 	if asJSON {
-		var storesHex []string
-		if slices.ContainsFunc(rep.Stores, func(name string) bool { return nameHex(name) != "" }) {
-			for _, name := range rep.Stores {
-				storesHex = append(storesHex, hex.EncodeToString([]byte(name)))
-			}
-		}
 		return writeJSON(w, verifyJSON{
 			Version: rep.Version, AppHash: hex.EncodeToString(rep.AppHash), Snapshots: rep.Snapshots,
-			Stores: rep.Stores, StoresHex: storesHex, WALFirst: rep.WALFirst, WALLast: rep.WALLast, WALTornTail: rep.WALTornTail,
+			Stores: rep.Stores, StoresHex: namesHex(rep.Stores), WALFirst: rep.WALFirst, WALLast: rep.WALLast, WALTornTail: rep.WALTornTail,
 			RollbackTo: rep.RollbackTo, OK: true,
 		})
 	}

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -111,19 +110,6 @@ type walRenamedJSON struct {
 	OldNameHex string `json:"old_name_hex,omitempty"`
 	NewName    string `json:"new_name"`
 	NewNameHex string `json:"new_name_hex,omitempty"`
-}
-
-// namesHex returns the hex of every name when one of them is not valid
-// UTF-8, else nil.
-func namesHex(names []string) []string {
-	if !slices.ContainsFunc(names, func(n string) bool { return nameHex(n) != "" }) {
-		return nil
-	}
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = hex.EncodeToString([]byte(n))
-	}
-	return out
 }
 
 func upgradesJSON(u wal.Upgrades) *walUpgradesJSON {
