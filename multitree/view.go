@@ -63,57 +63,16 @@ func (db *DB) ViewAt(version int64) (view *View, err error) {
 	if version > latest || version < 0 {
 		return nil, fmt.Errorf("%w: %d (latest is %d)", ErrVersion, version, latest)
 	}
-	var call *rebuildCall
-	for call == nil {
-		db.views.Lock()
-		if st, ok := db.views.cache[version]; ok && st.gen.tryAcquire() {
-			db.touchViewLocked(version)
-			db.views.Unlock()
-			return &View{st: st}, nil
-		}
-		if db.views.closed {
-			db.views.Unlock()
-			return nil, ErrClosed
-		}
-		// one rebuild of a version at a time: the other callers wait
-		// for it and share its result
-		busy, ok := db.views.rebuilding[version]
-		if ok {
-			busy.waiters++
-			db.views.Unlock()
-			<-busy.done
-			if v, err, ok := db.takeRebuilt(busy); ok {
-				return v, err
-			}
-			continue // the rebuild ended without a result (a panic)
-		}
-		call = &rebuildCall{done: make(chan struct{})}
-		if db.views.rebuilding == nil {
-			db.views.rebuilding = map[int64]*rebuildCall{}
-			db.views.slots = make(chan struct{}, maxRebuilds)
-		}
-		db.views.rebuilding[version] = call
-		slots := db.views.slots
-		db.views.Unlock()
-		defer func() {
-			db.views.Lock()
-			delete(db.views.rebuilding, version)
-			if call.waiters > 0 {
-				if view != nil {
-					view.st.gen.acquire() // the waiters' until the last takes its own
-					call.st = view.st
-				}
-				call.err = err
-			}
-			close(call.done)
-			db.views.Unlock()
-		}()
-		// Rebuild without the lock, so that queries of other versions
-		// (and cache hits) do not wait for this one; at most maxRebuilds
-		// at once, each holding the nodes changed since its snapshot.
-		slots <- struct{}{}
-		defer func() { <-slots }()
+	call, v, err := db.cachedOrRebuilding(version)
+	if call == nil {
+		return v, err
 	}
+	defer func() { db.endRebuild(version, call, view, err) }()
+	// Rebuild without the lock, so that queries of other versions (and
+	// cache hits) do not wait for this one; at most maxRebuilds at once,
+	// each holding the nodes changed since its snapshot.
+	call.slots <- struct{}{}
+	defer func() { <-call.slots }()
 	st, err := db.loadVersion(version)
 	if err != nil {
 		return nil, err
@@ -160,9 +119,63 @@ func (db *DB) ViewAt(version int64) (view *View, err error) {
 // reference that the last of them drops, or err the rebuild's failure.
 type rebuildCall struct {
 	done    chan struct{}
+	slots   chan struct{} // db.views.slots
 	waiters int
 	st      *state
 	err     error
+}
+
+// cachedOrRebuilding returns the cached view of version, or the view (or
+// failure) of another caller's rebuild of it after waiting for it, or, when
+// neither is there, a rebuildCall registering this caller's rebuild, which
+// it ends with endRebuild.
+func (db *DB) cachedOrRebuilding(version int64) (*rebuildCall, *View, error) {
+	for {
+		db.views.Lock()
+		if st, ok := db.views.cache[version]; ok && st.gen.tryAcquire() {
+			db.touchViewLocked(version)
+			db.views.Unlock()
+			return nil, &View{st: st}, nil
+		}
+		if db.views.closed {
+			db.views.Unlock()
+			return nil, nil, ErrClosed
+		}
+		busy, ok := db.views.rebuilding[version]
+		if !ok {
+			if db.views.rebuilding == nil {
+				db.views.rebuilding = map[int64]*rebuildCall{}
+				db.views.slots = make(chan struct{}, maxRebuilds)
+			}
+			call := &rebuildCall{done: make(chan struct{}), slots: db.views.slots}
+			db.views.rebuilding[version] = call
+			db.views.Unlock()
+			return call, nil, nil
+		}
+		busy.waiters++
+		db.views.Unlock()
+		<-busy.done
+		if v, err, ok := db.takeRebuilt(busy); ok {
+			return nil, v, err
+		}
+		// the rebuild ended without a result (a panic): look again
+	}
+}
+
+// endRebuild ends this caller's rebuild of version, handing the callers
+// that waited for it its view (with a reference for them) or its failure.
+func (db *DB) endRebuild(version int64, call *rebuildCall, view *View, err error) {
+	db.views.Lock()
+	defer db.views.Unlock()
+	delete(db.views.rebuilding, version)
+	if call.waiters > 0 {
+		if view != nil {
+			view.st.gen.acquire() // the waiters' until the last takes its own
+			call.st = view.st
+		}
+		call.err = err
+	}
+	close(call.done)
 }
 
 // takeRebuilt returns a view of what the rebuild c a caller waited for
