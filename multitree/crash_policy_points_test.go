@@ -1,13 +1,11 @@
 package multitree
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
@@ -56,19 +54,9 @@ func runPolicyPoint(t *testing.T, strace, call string, n int, dir string, seed, 
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	closed := false
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		switch {
-		case len(f) == 3 && f[0] == "acked":
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			acked = max(acked, v)
-		case len(f) > 0 && f[0] == "error":
-			t.Fatalf("child (%v) at %s #%d: %s", p, call, n, sc.Text())
-		case len(f) == 1 && f[0] == "closed":
-			closed = true
-		}
+	acked, failure, closed := readChildOutput(out)
+	if failure != "" {
+		t.Fatalf("child (%v) at %s #%d: %s", p, call, n, failure)
 	}
 	if err == nil || closed {
 		return acked, false

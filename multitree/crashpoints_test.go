@@ -195,19 +195,9 @@ func runCrashPoint(t *testing.T, strace, call string, n int, dir string, seed, u
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	closed := false
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		switch {
-		case len(f) == 3 && f[0] == "acked":
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			acked = max(acked, v)
-		case len(f) > 0 && f[0] == "error":
-			t.Fatalf("child at %s #%d: %s", call, n, sc.Text())
-		case len(f) == 1 && f[0] == "closed":
-			closed = true
-		}
+	acked, failure, closed := readChildOutput(out)
+	if failure != "" {
+		t.Fatalf("child at %s #%d: %s", call, n, failure)
 	}
 	if err == nil || strace == "" {
 		if err != nil || !closed {
@@ -230,6 +220,26 @@ func runCrashPoint(t *testing.T, strace, call string, n int, dir string, seed, u
 		t.Fatalf("child at %s #%d: %v\n%s", call, n, err, stderr.Bytes())
 	}
 	return acked, true
+}
+
+// readChildOutput reads what a committing child printed: the last version
+// it acknowledged ("acked <version> ..."), its first "error ..." line, and
+// whether it closed the database ("closed").
+func readChildOutput(out []byte) (acked int64, failure string, closed bool) {
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 3 && f[0] == "acked":
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			acked = max(acked, v)
+		case len(f) > 0 && f[0] == "error" && failure == "":
+			failure = sc.Text()
+		case len(f) == 1 && f[0] == "closed":
+			closed = true
+		}
+	}
+	return acked, failure, closed
 }
 
 // runIOErrorPoint runs the child of TestCrashPoints on a new directory for

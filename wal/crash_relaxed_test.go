@@ -115,19 +115,8 @@ func TestRelaxedCrashAtEveryOperation(t *testing.T) {
 				if last > 0 && err != nil {
 					t.Fatalf("%s %s: replay %d..%d: %v", name, where, first, last, err)
 				}
-				matches := func(hist []Entry) bool {
-					if last > int64(len(hist)) {
-						return false
-					}
-					for i, e := range got {
-						if entryDiff(hist[first-1+int64(i)], e) != "" {
-							return false
-						}
-					}
-					return true
-				}
-				okNew := matches(newer)
-				if !okNew && (o.rolledBack || !matches(old)) {
+				okNew := holdsRange(got, first, last, newer)
+				if !okNew && (o.rolledBack || !holdsRange(got, first, last, old)) {
 					t.Fatalf("%s %s: recovered %d..%d matches no history (%+v)", name, where, first, last, o)
 				}
 				hist := old

@@ -170,19 +170,8 @@ func TestCrashAtEveryOperation(t *testing.T) {
 			if last > 0 && err != nil {
 				t.Fatalf("async %d, crash at op %d: replay %d..%d: %v", buf, k, first, last, err)
 			}
-			matches := func(hist []Entry) bool {
-				if last > int64(len(hist)) {
-					return false
-				}
-				for i, e := range got {
-					if entryDiff(hist[first-1+int64(i)], e) != "" {
-						return false
-					}
-				}
-				return true
-			}
-			okNew := matches(newer)
-			if !okNew && (rolledBack || !matches(old)) {
+			okNew := holdsRange(got, first, last, newer)
+			if !okNew && (rolledBack || !holdsRange(got, first, last, old)) {
 				t.Fatalf("async %d, crash at op %d: recovered %d..%d matches no history (rolled back: %v)", buf, k, first, last, rolledBack)
 			}
 			// The recovered log takes the next version.
@@ -197,4 +186,18 @@ func TestCrashAtEveryOperation(t *testing.T) {
 		}
 		t.Logf("async %d: crashed at each of %d operations", buf, total)
 	}
+}
+
+// holdsRange reports whether got, the entries first..last of a recovered
+// log, are those versions of history hist.
+func holdsRange(got []Entry, first, last int64, hist []Entry) bool {
+	if last > int64(len(hist)) {
+		return false
+	}
+	for i, e := range got {
+		if entryDiff(hist[first-1+int64(i)], e) != "" {
+			return false
+		}
+	}
+	return true
 }
