@@ -31,7 +31,7 @@ var (
 	// Finish.
 	ErrTreeShape = errors.New("snapshot: invalid tree shape")
 	// ErrInvalidNode reports a node the format cannot hold: a hash that is
-	// not HashSize bytes, a version outside [0, tree version], a key or value
+	// not HashSize bytes, a version outside [1, tree version], a key or value
 	// longer than 2^32-1 bytes, more than MaxLeaves leaves.
 	ErrInvalidNode = errors.New("snapshot: invalid node")
 )

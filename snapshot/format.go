@@ -52,7 +52,7 @@ import (
 //
 //	offset  size  field
 //	     0    32  node hash
-//	    32     8  node version (int64, 0 <= version <= tree version)
+//	    32     8  node version (int64, 1 <= version <= tree version)
 //	    40     8  offset of the key in kvs; the value follows the key
 //	    48     4  key length
 //	    52     4  value length
@@ -79,7 +79,7 @@ import (
 //
 //	offset  size  field
 //	     0    32  node hash
-//	    32     8  node version (int64, 0 <= version <= tree version)
+//	    32     8  node version (int64, 1 <= version <= tree version)
 //	    40     5  size: number of leaves under the node (uint40)
 //	    45     5  first leaf: index of the leftmost leaf under the node (uint40)
 //	    50     5  key leaf: index of the leftmost leaf of the right subtree,

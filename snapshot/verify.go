@@ -27,13 +27,13 @@ import (
 //   - leaves: keys strictly increasing, key and value ranges inside kvs and
 //     contiguous (kvs holds nothing else), entry headers equal to the
 //     records' lengths (format version 2), key prefixes equal to the keys,
-//     versions in [0, tree version], every hash recomputed;
+//     versions in [1, tree version], every hash recomputed;
 //   - branches: in post-order they form one binary tree over all leaves
 //     (sizes, first leaves and key leaves consistent with the children that
 //     Left and Right return), heights are one more than the taller child,
 //     children's heights differ by at most one, reserved bytes are zero,
-//     versions in [0, tree version], every hash recomputed from the
-//     children's hashes;
+//     versions in [1, tree version] and not older than the children's,
+//     every hash recomputed from the children's hashes;
 //   - the root hash in meta equals the root's hash;
 //   - lookup: every slot empty or naming a leaf, one entry per leaf, and
 //     each leaf's entry reachable by probing from its key's home slot.
@@ -276,8 +276,8 @@ func (s *Snapshot) verifyLeaves() error {
 	for i := uint64(0); i < s.leafCount; i++ {
 		rec := s.leafRec(i)
 		base := i * RecordSize
-		if v := s.LeafVersion(i); v < 0 || v > s.treeVersion {
-			return corruptAt(leavesPath, base+leafOffVersion, "leaf %d: version %d outside [0, %d]", i, v, s.treeVersion)
+		if v := s.LeafVersion(i); v < 1 || v > s.treeVersion {
+			return corruptAt(leavesPath, base+leafOffVersion, "leaf %d: version %d outside [1, %d]", i, v, s.treeVersion)
 		}
 		if off := binary.LittleEndian.Uint64(rec[leafOffKVOff:]); off != kvEnd+hdr {
 			return corruptAt(leavesPath, base+leafOffKVOff, "leaf %d: key at %s offset %d, want %d", i, FileKVs, off, kvEnd+hdr)
@@ -322,10 +322,11 @@ func (s *Snapshot) verifyLeaves() error {
 // subtree is a branch on the verifier's stack: checked, waiting for its
 // parent.
 type subtree struct {
-	index  uint64
-	first  uint64
-	size   uint64
-	height uint8
+	index   uint64
+	first   uint64
+	size    uint64
+	height  uint8
+	version int64
 }
 
 func (s *Snapshot) verifyBranches() error {
@@ -348,8 +349,8 @@ func (s *Snapshot) verifyBranches() error {
 			return s.branchError(i, branchOffReserved, "reserved field is not zero")
 		}
 		version := s.BranchVersion(i)
-		if version < 0 || version > s.treeVersion {
-			return s.branchError(i, branchOffVersion, "version %d outside [0, %d]", version, s.treeVersion)
+		if version < 1 || version > s.treeVersion {
+			return s.branchError(i, branchOffVersion, "version %d outside [1, %d]", version, s.treeVersion)
 		}
 		f, k, e, err := s.branchLayout(i)
 		if err != nil {
@@ -359,8 +360,9 @@ func (s *Snapshot) verifyBranches() error {
 		// The right child: the leaf k or the subtree completed last.
 		var rightHash []byte
 		var rightHeight uint8
+		var rightVersion int64
 		if e-k == 1 {
-			rightHash = s.LeafHash(k)
+			rightHash, rightVersion = s.LeafHash(k), s.LeafVersion(k)
 		} else {
 			if len(stack) == 0 {
 				return s.branchError(i, branchOffSize, "right subtree of %d leaves has no branch", e-k)
@@ -371,14 +373,15 @@ func (s *Snapshot) verifyBranches() error {
 				return s.branchError(i, branchOffKeyLeaf,
 					"right subtree is leaves [%d, %d), branch %d holds [%d, %d)", k, e, c.index, c.first, c.first+c.size)
 			}
-			rightHash, rightHeight = s.BranchHash(c.index), c.height
+			rightHash, rightHeight, rightVersion = s.BranchHash(c.index), c.height, c.version
 		}
 
 		// The left child: the leaf f or the subtree completed before.
 		var leftHash []byte
 		var leftHeight uint8
+		var leftVersion int64
 		if k-f == 1 {
-			leftHash = s.LeafHash(f)
+			leftHash, leftVersion = s.LeafHash(f), s.LeafVersion(f)
 		} else {
 			if len(stack) == 0 {
 				return s.branchError(i, branchOffFirstLeaf, "left subtree of %d leaves has no branch", k-f)
@@ -389,7 +392,7 @@ func (s *Snapshot) verifyBranches() error {
 				return s.branchError(i, branchOffFirstLeaf,
 					"left subtree is leaves [%d, %d), branch %d holds [%d, %d)", f, k, c.index, c.first, c.first+c.size)
 			}
-			leftHash, leftHeight = s.BranchHash(c.index), c.height
+			leftHash, leftHeight, leftVersion = s.BranchHash(c.index), c.height, c.version
 		}
 
 		height := s.BranchHeight(i)
@@ -399,6 +402,10 @@ func (s *Snapshot) verifyBranches() error {
 		if d := int(leftHeight) - int(rightHeight); d < -1 || d > 1 {
 			return s.branchError(i, branchOffHeight, "unbalanced: children heights %d and %d", leftHeight, rightHeight)
 		}
+		if c := max(leftVersion, rightVersion); c > version {
+			// copy-on-write: a node is saved with or after its children
+			return s.branchError(i, branchOffVersion, "version %d older than its child's %d", version, c)
+		}
 		hash = nodehash.Inner(hash[:0], height, int64(e-f), version, leftHash, rightHash)
 		if !bytes.Equal(hash, s.BranchHash(i)) {
 			return s.branchError(i, branchOffHash, "hash %x, recomputed %x", s.BranchHash(i), hash)
@@ -406,7 +413,7 @@ func (s *Snapshot) verifyBranches() error {
 		if len(stack) >= maxPending {
 			return s.branchError(i, branchOffSize, "more than %d subtrees without a parent", maxPending)
 		}
-		stack = append(stack, subtree{index: i, first: f, size: e - f, height: height})
+		stack = append(stack, subtree{index: i, first: f, size: e - f, height: height, version: version})
 	}
 
 	root := s.branchCount - 1

@@ -275,8 +275,8 @@ func (w *Writer) checkNode(version int64, hash []byte) error {
 	if len(hash) != HashSize {
 		return fmt.Errorf("%w: hash of %d bytes", ErrInvalidNode, len(hash))
 	}
-	if version < 0 || version > w.version {
-		return fmt.Errorf("%w: node version %d outside [0, %d]", ErrInvalidNode, version, w.version)
+	if version < 1 || version > w.version {
+		return fmt.Errorf("%w: node version %d outside [1, %d]", ErrInvalidNode, version, w.version)
 	}
 	return nil
 }

@@ -41,7 +41,8 @@ func checkAllLeaves(t *testing.T, s *Snapshot, keys, values [][]byte) {
 
 // TestWriterExtremes: empty keys and values, keys that tie on
 // their 8-byte prefix, a value larger than the write buffers, and tree
-// versions at both ends (0 and MaxInt64) round-trip and verify.
+// versions at both ends (1 and MaxInt64) round-trip and verify; nodes of
+// version 0 are refused.
 func TestWriterExtremes(t *testing.T) {
 	big := bytes.Repeat([]byte{0xab}, writeBufferSize+12345)
 	keys := [][]byte{{}, {0}, {0, 0}, []byte("prefix00"), []byte("prefix00\x00"), []byte("prefix00\x00\x00"),
@@ -60,36 +61,39 @@ func TestWriterExtremes(t *testing.T) {
 		checkAllLeaves(t, s, keys, values)
 		s.Close()
 	}
-	// version 0: one leaf of version 0, and two under a branch of version 0
+	// version 0: no node of an IAVL tree has it (the first version is
+	// 1), so the writer refuses a leaf or branch of version 0 as it does
+	// one newer than the tree
 	for n := 1; n <= 2; n++ {
 		dir := filepath.Join(t.TempDir(), "snap")
-		w, err := NewWriter(dir, 0)
+		w, err := NewWriter(dir, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer w.Abort()
+		version := int64(0)
+		if n == 2 {
+			version = 1 // the leaves are valid, the branch is not
+		}
 		var hs [][]byte
 		for i := 0; i < n; i++ {
-			h := nodehash.Leaf(nil, keys[i], values[i], 0)
+			h := nodehash.Leaf(nil, keys[i], values[i], version)
 			hs = append(hs, h)
-			if err := w.AddLeaf(keys[i], values[i], 0, h); err != nil {
+			err := w.AddLeaf(keys[i], values[i], version, h)
+			if n == 1 {
+				if !errors.Is(err, ErrInvalidNode) {
+					t.Fatalf("leaf of version 0: %v, want ErrInvalidNode", err)
+				}
+			} else if err != nil {
 				t.Fatal(err)
 			}
 		}
 		if n == 2 {
-			if err := w.AddBranch(1, 2, 0, nodehash.Inner(nil, 1, 2, 0, hs[0], hs[1])); err != nil {
-				t.Fatal(err)
+			err := w.AddBranch(1, 2, 0, nodehash.Inner(nil, 1, 2, 0, hs[0], hs[1]))
+			if !errors.Is(err, ErrInvalidNode) {
+				t.Fatalf("branch of version 0: %v, want ErrInvalidNode", err)
 			}
 		}
-		if err := w.Finish(); err != nil {
-			t.Fatal(err)
-		}
-		s, err := Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkAllLeaves(t, s, keys[:n], values[:n])
-		s.Close()
 	}
 }
 
