@@ -142,14 +142,21 @@ func (p persisted) hash(r pref) []byte {
 // mutableBranch returns an in-memory copy of branch r at version v.
 func (p persisted) mutableBranch(r pref, v int64) *node {
 	k := p.key(r)
+	h, size := p.height(r), p.size(r)
+	if h == 0 || size < 2 {
+		// an in-memory node of height 0 is a leaf: a branch recorded so
+		// would be taken for one once copied (a Set that updates a leaf
+		// below it keeps the copy's height)
+		panic(corruptf("branch %d of %s has height %d and %d leaves", r.Index(), p.s.Dir(), h, size))
+	}
 	return &node{
 		pfx:     keyPrefix(k),
 		k:       bstr(k),
 		left:    ref{p: p.left(r)},
 		right:   ref{p: p.right(r)},
 		version: v,
-		size:    p.size(r),
-		height:  p.height(r),
+		size:    size,
+		height:  h,
 	}
 }
 
