@@ -221,6 +221,11 @@ func decodeMetadata(path string, b []byte) (*metadata, error) {
 			return nil, bad(off, "store %d of %d truncated", i, n)
 		}
 		l := int(binary.LittleEndian.Uint16(b[off:]))
+		if l == 0 || l >= maxStoreName {
+			// as validateStoreName: the writer never records such a
+			// name, and an empty one breaks the SDK's commit info
+			return nil, bad(off, "store %d of %d: name of %d bytes, not 1 to %d", i, n, l, maxStoreName-1)
+		}
 		off += 2
 		if off+l+hashSize > end {
 			return nil, bad(off, "store %d of %d truncated", i, n)

@@ -1,6 +1,7 @@
 package multitree
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,7 +38,10 @@ type VerifyReport struct {
 // snapshot's file checksums and tree structure (heights, balance, sizes, key
 // order, every hash), each snapshot's metadata against its trees' roots, the
 // log's checksums and version continuity from the oldest kept snapshot on,
-// and the latest version's trees node by node after replay. A snapshot
+// each kept snapshot but the newest rolled forward through the log to the
+// next one's stores and root hashes (a replay of the log between them, as
+// a ViewAt of the next one's version from it), and the latest version's
+// trees node by node after replay. A snapshot
 // linked back under its name whose target cannot be read is reported as
 // ErrCorrupt. The first
 // problem is returned as an error naming the file and offset where known.
@@ -253,6 +257,24 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 			return rep, fmt.Errorf("%w: log starts at %d, but snapshot 0 is kept and the first version is %d (%s)", ErrCorrupt, rep.WALFirst, first, path)
 		}
 	}
+	// Each kept snapshot but the newest is tied to the history: rolled
+	// forward through the log, it must give the next one's trees, as a
+	// ViewAt of a version between them does. Without it an older
+	// snapshot whose files are sound but whose trees are not the
+	// committed ones (a store left out of its metadata, a tree written
+	// wrong and hashed anew) would serve those versions' reads.
+	for i := 0; i+1 < len(versions); i++ {
+		base, next := versions[i], versions[i+1]
+		if next > db.Version() {
+			break // a rollback's leftover, or one its open removes
+		}
+		if err := db.checkSnapshotChain(base, next); err != nil {
+			if pruned(dir, base) || pruned(dir, next) { // by a writer, meanwhile
+				continue
+			}
+			return rep, err
+		}
+	}
 	view, err := db.View()
 	if err != nil {
 		return rep, err
@@ -268,6 +290,43 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	}
 	rep.CheckedReplayed = true
 	return rep, nil
+}
+
+// checkSnapshotChain rebuilds version next from the kept snapshot base and
+// the log, and compares its stores and root hashes with those snapshot next
+// records in its metadata: an ErrCorrupt if they differ.
+func (db *DB) checkSnapshotChain(base, next int64) error {
+	path := filepath.Join(db.dir, snapshotDirName(next), metadataFileName)
+	b, err := readRegularFile(path)
+	if err != nil {
+		return err
+	}
+	m, err := decodeMetadata(path, b)
+	if err != nil {
+		return err
+	}
+	st, err := db.loadFrom(base, next)
+	if err != nil {
+		return fmt.Errorf("snapshot %s rolled forward to version %d: %w", snapshotDirName(base), next, err)
+	}
+	defer st.gen.release()
+	got := st.info.StoreInfos // sorted by name, as the metadata's stores
+	differ := func(what string) error {
+		return fmt.Errorf("%w: snapshot %s rolled forward through the log to version %d does not give the trees snapshot %s records in %s: %s",
+			ErrCorrupt, snapshotDirName(base), next, snapshotDirName(next), path, what)
+	}
+	if len(got) != len(m.Stores) {
+		return differ(fmt.Sprintf("%d stores, %d recorded", len(got), len(m.Stores)))
+	}
+	for i, si := range got {
+		if si.Name != m.Stores[i].Name {
+			return differ(fmt.Sprintf("store %q where %q is recorded", si.Name, m.Stores[i].Name))
+		}
+		if !bytes.Equal(si.CommitId.Hash, m.Stores[i].Hash) {
+			return differ(fmt.Sprintf("store %q has root hash %X, %X recorded", si.Name, si.CommitId.Hash, m.Stores[i].Hash))
+		}
+	}
+	return nil
 }
 
 // VerifySnapshot checks the files of the snapshot the database works from
