@@ -127,6 +127,21 @@ func hostileEditMetadata(t *testing.T, sdir string, edit func(m *metadata)) {
 func hostileEditStore(t *testing.T, sdir, store string, edit func(leaves, branches []byte)) {
 	t.Helper()
 	tdir := filepath.Join(sdir, treeDirName(store))
+	hostileEditRecords(t, tdir, edit)
+	root := hostileRehashTree(t, tdir)
+	hostileEditMetadata(t, sdir, func(m *metadata) {
+		for i := range m.Stores {
+			if m.Stores[i].Name == store {
+				m.Stores[i].Hash = root
+			}
+		}
+	})
+}
+
+// hostileEditRecords lets edit change the leaf and branch records of the
+// snapshot in tdir, and writes them back.
+func hostileEditRecords(t *testing.T, tdir string, edit func(leaves, branches []byte)) {
+	t.Helper()
 	lp, bp := filepath.Join(tdir, snapshot.FileLeaves), filepath.Join(tdir, snapshot.FileBranches)
 	leaves, err := os.ReadFile(lp)
 	if err != nil {
@@ -137,20 +152,11 @@ func hostileEditStore(t *testing.T, sdir, store string, edit func(leaves, branch
 		t.Fatal(err)
 	}
 	edit(leaves, branches)
-	if err := os.WriteFile(lp, leaves, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bp, branches, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	root := hostileRehashTree(t, tdir)
-	hostileEditMetadata(t, sdir, func(m *metadata) {
-		for i := range m.Stores {
-			if m.Stores[i].Name == store {
-				m.Stores[i].Hash = root
-			}
+	for p, b := range map[string][]byte{lp: leaves, bp: branches} {
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
 		}
-	})
+	}
 }
 
 // hostileDB makes a database with stores a and b, versions 1..6 (each sets
@@ -193,21 +199,7 @@ func hostileDB(t *testing.T) (string, map[int64][]byte) {
 // meta's lengths and checksums, without rehashing.
 func hostileEditRaw(t *testing.T, tdir string, edit func(leaves, branches []byte)) {
 	t.Helper()
-	lp, bp := filepath.Join(tdir, snapshot.FileLeaves), filepath.Join(tdir, snapshot.FileBranches)
-	leaves, err := os.ReadFile(lp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	branches, err := os.ReadFile(bp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edit(leaves, branches)
-	for p, b := range map[string][]byte{lp: leaves, bp: branches} {
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hostileEditRecords(t, tdir, edit)
 	meta, err := os.ReadFile(filepath.Join(tdir, snapshot.FileMeta))
 	if err != nil {
 		t.Fatal(err)
