@@ -97,7 +97,12 @@ func (t *Tree) WorkingVersion() int64 {
 // SetInitialVersion changes the initial version. It is only valid before the
 // first SaveVersion. Changes made before it are kept and take the new
 // working version, as in cosmos/iavl, whose new nodes take their version
-// when the tree is saved.
+// when the tree is saved. Hashes computed before it (RootHash, a proof of
+// the working tree) are computed again with the new version; iavl keeps
+// the node hashes it computed with the old one, so after a WorkingHash
+// followed by SetInitialVersion its saved root differs from this tree's
+// (and its nodes' proofs no longer verify against it). The SDK sets the
+// initial version before anything is written.
 func (t *Tree) SetInitialVersion(v int64) error {
 	if v < 0 {
 		return fmt.Errorf("%w: negative initial version %d", ErrVersion, v)

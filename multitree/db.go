@@ -1149,7 +1149,10 @@ func (db *DB) WorkingVersion() int64 {
 
 // SetInitialVersion sets the version of the first commit. It is only valid
 // before anything is committed; changes already made to the working version
-// are kept and committed at the new one, as rootmulti does.
+// are kept and committed at the new one, as rootmulti does. After a
+// WorkingCommitInfo, rootmulti over cosmos/iavl would keep hashes computed
+// at the old version (see memiavl.Tree.SetInitialVersion); this database
+// hashes them again.
 func (db *DB) SetInitialVersion(v int64) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
