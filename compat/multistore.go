@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -88,6 +89,14 @@ type MultiStore struct {
 	keysByName map[string]types.StoreKey
 	stores     map[types.StoreKey]types.CommitKVStore // loaded stores
 	trees      []*TreeStore                           // the IAVL ones among stores
+	// published is what the readers on other goroutines (queries,
+	// historical branches) see of stores and keysByName: maps a load
+	// builds whole and never changes after it stores them here, before
+	// the database they belong to is stored in db (closeDB stores empty
+	// ones after it removed it). A reader that loads db and then
+	// published sees the stores of that database's load or of a later
+	// one, never a map being filled or emptied.
+	published atomic.Pointer[mountedStores]
 
 	listeners    map[types.StoreKey]*types.MemoryListener
 	traceWriter  io.Writer
@@ -109,6 +118,19 @@ var (
 	_ types.CommitMultiStore = (*MultiStore)(nil)
 	_ types.Queryable        = (*MultiStore)(nil)
 )
+
+// mountedStores are the loaded stores and the store keys by name as a load
+// published them (MultiStore.published): never changed once published.
+type mountedStores struct {
+	stores     map[types.StoreKey]types.CommitKVStore
+	keysByName map[string]types.StoreKey
+}
+
+// publishStores publishes the loaded stores and a copy of the keys by
+// name; s.stores is not changed after it.
+func (s *MultiStore) publishStores() {
+	s.published.Store(&mountedStores{stores: s.stores, keysByName: maps.Clone(s.keysByName)})
+}
 
 // NewMultiStore returns a multistore over the database in dir (created on
 // the first load if missing). Nothing is opened before a Load method.
@@ -151,7 +173,7 @@ func (s *MultiStore) RewriteSnapshot(ctx context.Context) error {
 	db := s.mustDB()
 	s.flushWrites()
 	err := db.RewriteSnapshot(ctx)
-	s.refreshTrees()
+	s.refreshTrees(db)
 	return err
 }
 
@@ -221,16 +243,22 @@ func (s *MultiStore) GetCommitKVStore(key types.StoreKey) types.CommitKVStore {
 // StoreKeysByName returns the mounted store keys by name (as rootmulti's).
 func (s *MultiStore) StoreKeysByName() map[string]types.StoreKey { return s.keysByName }
 
-// GetStoreByName returns the loaded store of that name, nil if there is none.
+// GetStoreByName returns the loaded store of that name, nil if there is
+// none. It may be called from any goroutine (Query calls it).
 func (s *MultiStore) GetStoreByName(name string) types.Store {
-	key := s.keysByName[name]
+	m := s.published.Load()
+	if m == nil {
+		return nil
+	}
+	key := m.keysByName[name]
 	if key == nil {
 		return nil
 	}
-	if st := s.GetCommitKVStore(key); st != nil {
-		return st
+	st, ok := m.stores[key]
+	if !ok || !live(st) {
+		return nil
 	}
-	return nil
+	return st
 }
 
 // GetStore implements types.MultiStore; it panics if the store does not exist.
@@ -441,10 +469,10 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	}
 	s.removing.Store(&gone)
 
-	s.views.bind(db)
-	s.db.Store(db)
+	// the stores are built whole and published before the database:
+	// concurrent readers (published) never see them filled
 	s.stores = make(map[types.StoreKey]types.CommitKVStore, len(s.storeTypes))
-	s.trees = s.trees[:0]
+	s.trees = nil
 	for key, typ := range s.storeTypes {
 		if gone[key.Name()] && typ == types.StoreTypeIAVL {
 			continue // a droppedStore, below
@@ -473,7 +501,10 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 		}
 		s.stores[key] = d
 	}
-	s.refreshTrees()
+	s.refreshTrees(db)
+	s.publishStores()
+	s.views.bind(db)
+	s.db.Store(db)
 	s.setLastCommitID()
 	if v, err := db.View(); err == nil {
 		s.views.put(db, v)
@@ -648,6 +679,7 @@ func (s *MultiStore) closeDB() error {
 	err := db.Close()
 	s.stores = map[types.StoreKey]types.CommitKVStore{}
 	s.trees = nil
+	s.publishStores()
 	return err
 }
 
@@ -762,8 +794,7 @@ func contains(list []string, s string) bool {
 }
 
 // refreshTrees points the tree stores at the database's working trees.
-func (s *MultiStore) refreshTrees() {
-	db := s.db.Load()
+func (s *MultiStore) refreshTrees(db *multitree.DB) {
 	for _, st := range s.trees {
 		st.tree = db.WorkingTree(st.name)
 		if st.tree == nil {
@@ -917,7 +948,7 @@ func (s *MultiStore) Commit() types.CommitID {
 			st.Commit()
 		}
 	}
-	s.refreshTrees()
+	s.refreshTrees(db)
 	if v, err := db.View(); err == nil {
 		s.views.put(db, v)
 	}
@@ -1138,8 +1169,9 @@ func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMulti
 		return nil, fmt.Errorf("version mismatch on immutable IAVL tree; version does not exist. Version has either been pruned, or is for a future block height: %w", err)
 	}
 	defer v.Unpin()
-	stores := make(map[types.StoreKey]types.CacheWrapper, len(s.stores))
-	for k, st := range s.stores {
+	m := s.published.Load() // of db's load or a later one: see published
+	stores := make(map[types.StoreKey]types.CacheWrapper, len(m.stores))
+	for k, st := range m.stores {
 		if !live(st) {
 			continue
 		}
@@ -1165,7 +1197,7 @@ func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMulti
 		}
 		stores[k] = store
 	}
-	return cachemulti.NewStore(nil, stores, s.keysByName, s.traceWriter, s.getTracingContext()), nil
+	return cachemulti.NewStore(nil, stores, m.keysByName, s.traceWriter, s.getTracingContext()), nil
 }
 
 // SetTracer implements types.MultiStore.
