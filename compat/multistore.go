@@ -64,9 +64,11 @@ type MultiStore struct {
 	// and the state-sync snapshotter's goroutine.
 	db    atomic.Pointer[multitree.DB]
 	views *viewCache
-	// blockView, with zero-copy reads, pins the snapshots the last
-	// committed block read from until the next Commit ends (see Commit).
-	blockView atomic.Pointer[multitree.View]
+	// blockViews, with zero-copy reads, pin the snapshots the last
+	// committed block read from until the next Commit ends (see Commit),
+	// and after a reload also those of the database it closed, whose
+	// slices the state listeners' unread change sets may hold (closeDB).
+	blockViews atomic.Pointer[[]*multitree.View]
 	// lastCommitID is read by concurrent queries (LatestVersion).
 	lastCommitID atomic.Pointer[types.CommitID]
 	// removing holds the names of the mounted stores the last load's
@@ -188,7 +190,7 @@ func (s *MultiStore) Close() error {
 	// the cache first: a query's view of db opened from here on is
 	// released, not cached (viewCache.bind)
 	s.views.bind(nil)
-	s.holdBlockView(nil)
+	s.holdBlockViews()
 	db := s.db.Swap(nil)
 	if db == nil {
 		return nil
@@ -671,10 +673,24 @@ func (s *MultiStore) closeDB() error {
 	}
 	s.retired = nil
 	s.views.bind(nil)
-	s.holdBlockView(nil)
 	db := s.db.Swap(nil)
 	if db == nil {
+		s.holdBlockViews()
 		return nil
+	}
+	if s.cfg.ZeroCopy {
+		// The state listeners keep their unread change sets across a
+		// reload, as rootmulti's do: their values may be slices of the
+		// snapshots the last committed block read from, and of those the
+		// working version read from since. Both stay mapped until the
+		// next Commit ends (or Close), as without the reload.
+		held := s.takeBlockViews()
+		if v, err := db.View(); err == nil {
+			held = append(held, v)
+		}
+		s.holdBlockViews(held...)
+	} else {
+		s.holdBlockViews()
 	}
 	err := db.Close()
 	s.stores = map[types.StoreKey]types.CommitKVStore{}
@@ -952,7 +968,7 @@ func (s *MultiStore) Commit() types.CommitID {
 	if v, err := db.View(); err == nil {
 		s.views.put(db, v)
 	}
-	s.holdBlockView(read)
+	s.holdBlockViews(read)
 	s.removing.Store(nil) // gone from the version just committed
 	s.unmountDropped()
 	id := types.CommitID{Version: info.Version, Hash: info.Hash()}
@@ -980,12 +996,29 @@ func rewriteFailuresOnly(err error) bool {
 
 var joinedErrorType = reflect.TypeOf(errors.Join(errors.New("")))
 
-// holdBlockView makes v (nil: none) the view of the last committed block's
-// snapshots and releases the one held before.
-func (s *MultiStore) holdBlockView(v *multitree.View) {
-	if old := s.blockView.Swap(v); old != nil {
-		old.Release()
+// holdBlockViews makes vs (nil ones left out) the views that pin the
+// snapshots of the last committed block and of the databases reloads closed
+// since (see blockViews), and releases those held before.
+func (s *MultiStore) holdBlockViews(vs ...*multitree.View) {
+	vs = slices.DeleteFunc(vs, func(v *multitree.View) bool { return v == nil })
+	var p *[]*multitree.View
+	if len(vs) > 0 {
+		p = &vs
 	}
+	for _, v := range s.swapBlockViews(p) {
+		v.Release()
+	}
+}
+
+// takeBlockViews removes the views held (blockViews) without releasing
+// them, and returns them.
+func (s *MultiStore) takeBlockViews() []*multitree.View { return s.swapBlockViews(nil) }
+
+func (s *MultiStore) swapBlockViews(p *[]*multitree.View) []*multitree.View {
+	if old := s.blockViews.Swap(p); old != nil {
+		return *old
+	}
+	return nil
 }
 
 // SetPruning implements types.Committer. The options are recorded (and
