@@ -265,8 +265,12 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	// wrong and hashed anew) would serve those versions' reads.
 	for i := 0; i+1 < len(versions); i++ {
 		base, next := versions[i], versions[i+1]
-		if next > db.Version() {
-			break // a rollback's leftover, or one its open removes
+		if next > db.Version() || next > rep.WALLast {
+			// a rollback's leftover, or one its open removes; or a log
+			// that ends before the next snapshot (a crash inside a
+			// commit by snapshot, a relaxed fsync policy's lost tail):
+			// the next writable open removes the older snapshots
+			break
 		}
 		if err := db.checkSnapshotChain(base, next); err != nil {
 			if pruned(dir, base) || pruned(dir, next) { // by a writer, meanwhile
