@@ -92,12 +92,13 @@ type MultiStore struct {
 	stores     map[types.StoreKey]types.CommitKVStore // loaded stores
 	trees      []*TreeStore                           // the IAVL ones among stores
 	// published is what the readers on other goroutines (queries,
-	// historical branches) see of stores and keysByName: maps a load
-	// builds whole and never changes after it stores them here, before
-	// the database they belong to is stored in db (closeDB stores empty
-	// ones after it removed it). A reader that loads db and then
-	// published sees the stores of that database's load or of a later
-	// one, never a map being filled or emptied.
+	// historical branches) see of stores and keysByName, with the
+	// database they belong to: maps a load builds whole and never changes
+	// after it stores them here, before it stores the database in db.
+	// closeDB stores empty ones without a database once it has closed
+	// it (a reload in progress, or one that failed). Readers take the
+	// database from here, never a map being filled or emptied, nor maps
+	// of another load than their database's.
 	published atomic.Pointer[mountedStores]
 
 	listeners    map[types.StoreKey]*types.MemoryListener
@@ -122,16 +123,19 @@ var (
 )
 
 // mountedStores are the loaded stores and the store keys by name as a load
-// published them (MultiStore.published): never changed once published.
+// published them with its database (MultiStore.published): never changed
+// once published. db is nil while a reload is in progress (or after one
+// failed).
 type mountedStores struct {
+	db         *multitree.DB
 	stores     map[types.StoreKey]types.CommitKVStore
 	keysByName map[string]types.StoreKey
 }
 
-// publishStores publishes the loaded stores and a copy of the keys by
-// name; s.stores is not changed after it.
-func (s *MultiStore) publishStores() {
-	s.published.Store(&mountedStores{stores: s.stores, keysByName: maps.Clone(s.keysByName)})
+// publishStores publishes the loaded stores of db and a copy of the keys
+// by name; s.stores is not changed after it.
+func (s *MultiStore) publishStores(db *multitree.DB) {
+	s.published.Store(&mountedStores{db: db, stores: s.stores, keysByName: maps.Clone(s.keysByName)})
 }
 
 // NewMultiStore returns a multistore over the database in dir (created on
@@ -249,7 +253,7 @@ func (s *MultiStore) StoreKeysByName() map[string]types.StoreKey { return s.keys
 // none. It may be called from any goroutine (Query calls it).
 func (s *MultiStore) GetStoreByName(name string) types.Store {
 	m := s.published.Load()
-	if m == nil {
+	if m == nil || m.db == nil {
 		return nil
 	}
 	key := m.keysByName[name]
@@ -504,7 +508,7 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 		s.stores[key] = d
 	}
 	s.refreshTrees(db)
-	s.publishStores()
+	s.publishStores(db)
 	s.views.bind(db)
 	s.db.Store(db)
 	s.setLastCommitID()
@@ -695,7 +699,7 @@ func (s *MultiStore) closeDB() error {
 	err := db.Close()
 	s.stores = map[types.StoreKey]types.CommitKVStore{}
 	s.trees = nil
-	s.publishStores()
+	s.publishStores(nil)
 	return err
 }
 
@@ -1187,10 +1191,11 @@ func (s *MultiStore) CacheMultiStore() types.CacheMultiStore {
 // branch are read-only; a store added after version panics on use, as in
 // rootmulti; transient and memory stores are the live ones.
 func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMultiStore, error) {
-	db := s.db.Load()
-	if db == nil {
+	m := s.published.Load() // the database with its stores: see published
+	if m == nil || m.db == nil || s.db.Load() == nil {
 		return nil, ErrNotLoaded
 	}
+	db := m.db
 	if version <= 0 || version > db.Version() {
 		return nil, noVersion(db)
 	}
@@ -1202,7 +1207,6 @@ func (s *MultiStore) CacheMultiStoreWithVersion(version int64) (types.CacheMulti
 		return nil, fmt.Errorf("version mismatch on immutable IAVL tree; version does not exist. Version has either been pruned, or is for a future block height: %w", err)
 	}
 	defer v.Unpin()
-	m := s.published.Load() // of db's load or a later one: see published
 	stores := make(map[types.StoreKey]types.CacheWrapper, len(m.stores))
 	for k, st := range m.stores {
 		if !live(st) {

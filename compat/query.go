@@ -42,9 +42,9 @@ import (
 //
 // Errors and empty responses are those of rootmulti, except that a damaged
 // snapshot met by a read or a proof is an error wrapping memiavl.ErrCorrupt,
-// where iavl.Store panics, and that a query after Close fails with
-// ErrNotLoaded, proven or not (before a load no store is known, as in
-// rootmulti).
+// where iavl.Store panics, and that a query after Close, or during a reload
+// (or after one that failed), fails with ErrNotLoaded, proven or not (before
+// a load no store is known, as in rootmulti).
 func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error) {
 	storeName, subpath, err := parsePath(req.Path)
 	if err != nil {
@@ -52,6 +52,11 @@ func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error
 	}
 	emptied := false
 	if store := s.GetStoreByName(storeName); store == nil {
+		if m := s.published.Load(); m != nil && m.db == nil {
+			// a reload in progress (or one that failed): no store is
+			// loaded, but the multistore was
+			return &types.ResponseQuery{}, ErrNotLoaded
+		}
 		if m := s.removing.Load(); m == nil || !(*m)[storeName] {
 			return &types.ResponseQuery{}, errorsmod.Wrapf(types.ErrUnknownRequest, "no such store: %s", storeName)
 		}
