@@ -15,7 +15,9 @@
 // other goroutines while the original changes. Set retains the key and
 // value it is given. A nil key or value given to Set or Remove is an error
 // (ErrNilKey, ErrNilValue); an empty key or value is valid, as in iavl, and
-// a read of a nil key reads the empty key, as iavl's do. The calls that return an
+// a read of a nil key reads the empty key, as iavl's do. A key or value
+// longer than MaxKeyValueSize (2^32-1 bytes, the snapshot format's limit)
+// is refused by Set (ErrTooLarge), where iavl takes any length. The calls that return an
 // error report a damaged snapshot they meet as an error wrapping ErrCorrupt
 // instead of faulting; an iterator stops and reports it through Error;
 // Size, Height and RootHash, which return no error, panic with it

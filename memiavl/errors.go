@@ -1,6 +1,13 @@
 package memiavl
 
-import "errors"
+import (
+	"errors"
+	"math"
+)
+
+// MaxKeyValueSize is the most bytes a key, and a value, may have: the
+// snapshot format records their lengths in 32 bits.
+const MaxKeyValueSize = math.MaxUint32
 
 // Sentinel errors returned by the tree. Callers test them with errors.Is.
 var (
@@ -10,6 +17,9 @@ var (
 	// ErrNilValue is returned by Set for a nil value. An empty, non-nil value is
 	// a valid value and distinct from a deleted key.
 	ErrNilValue = errors.New("memiavl: nil value")
+	// ErrTooLarge is returned by Set for a key or a value longer than
+	// MaxKeyValueSize bytes.
+	ErrTooLarge = errors.New("memiavl: key or value too large")
 	// ErrCorrupt wraps every inconsistency found in a tree's nodes.
 	ErrCorrupt = errors.New("memiavl: corrupt tree")
 	// ErrVersion is returned for an invalid or out-of-order version.

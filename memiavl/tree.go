@@ -250,7 +250,8 @@ func (t *Tree) StartNextTouches() bool {
 
 // Set inserts or updates key with value. It reports whether the key existed.
 // An empty value is valid; a nil key or nil value is an error and leaves the
-// tree unchanged, and so is a change of a tree saved at the last version
+// tree unchanged, and so are a key or value longer than MaxKeyValueSize
+// (ErrTooLarge) and a change of a tree saved at the last version
 // (math.MaxInt64), which has no working version (ErrVersion).
 func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	if key == nil {
@@ -258,6 +259,9 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	}
 	if value == nil {
 		return false, fmt.Errorf("%w: key %s", ErrNilValue, hexkey.Upper(key))
+	}
+	if err := CheckSize(key, value); err != nil {
+		return false, err
 	}
 	if t.version == math.MaxInt64 {
 		return false, errLastVersion(t.version)
@@ -276,6 +280,15 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	}
 	t.root, updated = t.set(t.root, key, value, v)
 	return updated, nil
+}
+
+// CheckSize returns ErrTooLarge for a key or value longer than
+// MaxKeyValueSize bytes, which Set refuses.
+func CheckSize(key, value []byte) error {
+	if uint64(len(key)) > MaxKeyValueSize || uint64(len(value)) > MaxKeyValueSize {
+		return fmt.Errorf("%w: key of %d bytes, value of %d bytes, at most %d each", ErrTooLarge, len(key), len(value), uint64(MaxKeyValueSize))
+	}
+	return nil
 }
 
 // WorkingLeafRewritten reports whether the last Set replaced the value of a

@@ -1279,6 +1279,10 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) (err error) {
 				return fmt.Errorf("store %q: %w", cs.Name, memiavl.ErrNilKey)
 			case !p.Delete && p.Value == nil:
 				return fmt.Errorf("store %q: %w: key %s", cs.Name, memiavl.ErrNilValue, hexkey.Upper(p.Key))
+			case !p.Delete:
+				if err := memiavl.CheckSize(p.Key, p.Value); err != nil {
+					return fmt.Errorf("store %q: %w", cs.Name, err)
+				}
 			}
 		}
 	}
@@ -1342,6 +1346,11 @@ func (db *DB) write(store string, p wal.KVPair) (err error) {
 	t, ok := db.mu.trees[store]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, store)
+	}
+	if !p.Delete {
+		if err := memiavl.CheckSize(p.Key, p.Value); err != nil {
+			return fmt.Errorf("store %q: %w", store, err) // before a copy of it
+		}
 	}
 	if p.Key, err = copyMapped(p.Key); err != nil {
 		return fmt.Errorf("store %q: %w", store, err)
