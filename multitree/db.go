@@ -519,7 +519,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			return nil, err
 		}
 		if last != 0 {
-			if err := db.log.Reset(base + 1); err != nil {
+			if err := db.log.Reset(logResumeAt(base)); err != nil {
 				return nil, err
 			}
 			last = 0
@@ -1715,6 +1715,16 @@ func (db *DB) logLocked(e wal.Entry) error {
 	return nil
 }
 
+// logResumeAt is the version a log emptied after a snapshot of version v
+// expects next: v+1, or v itself after the last version (math.MaxInt64),
+// which no commit follows, so that the log stays empty.
+func logResumeAt(v int64) int64 {
+	if v == math.MaxInt64 {
+		return v
+	}
+	return v + 1
+}
+
 // snapshotCommitLocked makes the saved version v durable by writing a
 // snapshot of it, for a version whose changes are too large for one log
 // record (wal.MaxEntrySize), such as a chain's genesis or an upgrade that
@@ -1741,7 +1751,7 @@ func (db *DB) snapshotCommitLocked(v int64) error {
 		if err != nil {
 			return err
 		}
-		return db.log.Reset(v + 1)
+		return db.log.Reset(logResumeAt(v))
 	})
 	if err != nil {
 		return err
