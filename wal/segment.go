@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -231,14 +232,17 @@ func scanSegment(f file, path string, base, size int64, tail, verifyAll, strict 
 			}
 			v = bodyVersion(hdr[frameHeaderSize:])
 		}
-		if v != uint64(next) {
-			// A damaged body can hold a wrong version: report what is wrong.
+		if v != uint64(next) || v > math.MaxInt64 {
+			// A damaged body can hold a wrong version: report what is
+			// wrong. (After math.MaxInt64, next wraps around to a
+			// negative version, whose bits a record of version 2^63
+			// would match: no version follows the last.)
 			ok, err := bodyOK(off, h)
 			if err != nil {
 				return 0, 0, err
 			}
 			if ok && !discarded(next) {
-				return 0, 0, corruptAt(path, off, "record has version %d, want %d", v, next)
+				return 0, 0, corruptAt(path, off, "record has version %d, %s", v, wantVersion(next))
 			}
 			torn, err := tornFrom(recEnd)
 			if err != nil {
@@ -473,6 +477,15 @@ type recordReader struct {
 	hdr  [frameHeaderSize + 8]byte
 }
 
+// wantVersion says which version a record must have: next, or none after
+// the last version (math.MaxInt64), where next has wrapped around.
+func wantVersion(next int64) string {
+	if next < 0 {
+		return fmt.Sprintf("but no record follows version %d", int64(math.MaxInt64))
+	}
+	return fmt.Sprintf("want %d", next)
+}
+
 // read returns the version of the record at r.off and, when wantBody is
 // set, its verified body in a fresh slice. It returns io.EOF at the
 // readable end of the segment.
@@ -507,8 +520,8 @@ func (r *recordReader) read(wantBody bool) (int64, []byte, error) {
 		}
 	}
 	v := bodyVersion(r.hdr[frameHeaderSize:])
-	if v != uint64(r.next) {
-		return 0, nil, corruptAt(r.path, off, "record has version %d, want %d", v, r.next)
+	if v != uint64(r.next) || v > math.MaxInt64 {
+		return 0, nil, corruptAt(r.path, off, "record has version %d, %s", v, wantVersion(r.next))
 	}
 	r.next++
 	r.off = recEnd
