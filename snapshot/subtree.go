@@ -102,8 +102,8 @@ func (w *Writer) addSubtree(s *Snapshot, r Ref) error {
 	for j := b0; j < b1; j++ {
 		src := s.branchRec(j)
 		version := int64(binary.LittleEndian.Uint64(src[branchOffVersion:]))
-		if version < 0 || version > w.version {
-			return w.fail(s.branchError(j, branchOffVersion, "version %d outside [0, %d]", version, w.version))
+		if version < 1 || version > w.version {
+			return w.fail(s.branchError(j, branchOffVersion, "version %d outside [1, %d]", version, w.version))
 		}
 		putBranch(&w.rec, src[branchOffHash:branchOffHash+HashSize], version, uint40At(src, branchOffSize),
 			uint40At(src, branchOffFirstLeaf)+leafShift, uint40At(src, branchOffKeyLeaf)+leafShift, src[branchOffHeight])
@@ -186,8 +186,8 @@ func (w *Writer) copyLeaves(s *Snapshot, lo, hi uint64) error {
 		rec := s.leafRec(j)
 		base := j * RecordSize
 		version := int64(binary.LittleEndian.Uint64(rec[leafOffVersion:]))
-		if version < 0 || version > w.version {
-			return corruptAt(s.path(metaFileIndexLeaves), base+leafOffVersion, "leaf %d: version %d outside [0, %d]", j, version, w.version)
+		if version < 1 || version > w.version {
+			return corruptAt(s.path(metaFileIndexLeaves), base+leafOffVersion, "leaf %d: version %d outside [1, %d]", j, version, w.version)
 		}
 		off := binary.LittleEndian.Uint64(rec[leafOffKVOff:])
 		kl := binary.LittleEndian.Uint32(rec[leafOffKeyLen:])
