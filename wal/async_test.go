@@ -252,6 +252,22 @@ func TestStickyWriterError(t *testing.T) {
 	}
 }
 
+// blockWrites makes every write on fs wait until release is closed and
+// then fail with errInjected; inWrite is closed once the first write waits.
+func blockWrites(fs *memFS) (inWrite, release chan struct{}) {
+	inWrite, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fs.setHook(func(op, _ string) error {
+		if op != "write" {
+			return nil
+		}
+		once.Do(func() { close(inWrite) })
+		<-release
+		return errInjected
+	})
+	return inWrite, release
+}
+
 // TestBlockedAppendWakesOnError: an Append blocked on the full queue must
 // return the writer's error when the writer fails, not hang.
 func TestBlockedAppendWakesOnError(t *testing.T) {
@@ -262,17 +278,7 @@ func TestBlockedAppendWakesOnError(t *testing.T) {
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	inWrite := make(chan struct{})
-	release := make(chan struct{})
-	var once sync.Once
-	fs.setHook(func(op, _ string) error {
-		if op != "write" {
-			return nil
-		}
-		once.Do(func() { close(inWrite) })
-		<-release
-		return errInjected
-	})
+	inWrite, release := blockWrites(fs)
 	mustAppend(t, l, Entry{Version: 2}) // the writer takes it and blocks in write
 	<-inWrite
 	mustAppend(t, l, Entry{Version: 3}, Entry{Version: 4}) // fills the queue

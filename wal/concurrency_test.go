@@ -84,6 +84,136 @@ func (m *logModel) check(l *Log) error {
 	return nil
 }
 
+// randomOpsRun is one iteration of a random-operations test: the log under
+// test, the model it must match, the memory file system it lives on, and
+// the trace of the operations so far, which every failure prints.
+type randomOpsRun struct {
+	t     *testing.T
+	iter  int
+	fs    *memFS
+	pick  func(fs *memFS) Options
+	l     *Log
+	m     logModel
+	trace []string
+}
+
+// newRandomOpsRun opens a log on a fresh memory file system with the
+// options pick returns for it, beside an empty model.
+func newRandomOpsRun(t *testing.T, iter int, pick func(fs *memFS) Options) *randomOpsRun {
+	t.Helper()
+	r := &randomOpsRun{t: t, iter: iter, fs: newMemFS(), pick: pick, m: logModel{entries: map[int64]Entry{}}}
+	r.l = mustOpen(t, memDir, pick(r.fs))
+	return r
+}
+
+// fail closes the log and fails the test with the message and the trace.
+func (r *randomOpsRun) fail(format string, args ...any) {
+	r.t.Helper()
+	r.l.Close()
+	r.t.Fatalf("iteration %d: %s\ntrace:\n%s", r.iter, fmt.Sprintf(format, args...), strings.Join(r.trace, "\n"))
+}
+
+// check fails the test unless l matches the model.
+func (r *randomOpsRun) check(l *Log) {
+	r.t.Helper()
+	if err := r.m.check(l); err != nil {
+		r.fail("%v", err)
+	}
+}
+
+// nextVersion returns the version the next Append must carry, or a random
+// one of 1..5 where the model takes any.
+func (r *randomOpsRun) nextVersion(rng *rand.Rand) int64 {
+	v := r.m.next
+	if v == 0 {
+		v = 1 + rng.Int64N(5)
+	}
+	return v
+}
+
+// append appends e to the log and the model.
+func (r *randomOpsRun) append(e Entry) {
+	r.t.Helper()
+	r.trace = append(r.trace, fmt.Sprintf("Append(%d)", e.Version))
+	if err := r.l.Append(e); err != nil {
+		r.fail("append %d: %v", e.Version, err)
+	}
+	r.m.appended(e)
+}
+
+// truncateBack calls TruncateBack(v) on the log and the model.
+func (r *randomOpsRun) truncateBack(v int64) {
+	r.t.Helper()
+	r.trace = append(r.trace, fmt.Sprintf("TruncateBack(%d)", v))
+	if err := r.l.TruncateBack(v); err != nil {
+		r.fail("TruncateBack(%d): %v", v, err)
+	}
+	r.m.truncatedBack(v)
+}
+
+// reset calls Reset(n) on the log and the model.
+func (r *randomOpsRun) reset(n int64) {
+	r.t.Helper()
+	r.trace = append(r.trace, fmt.Sprintf("Reset(%d)", n))
+	if err := r.l.Reset(n); err != nil {
+		r.fail("Reset(%d): %v", n, err)
+	}
+	r.m.reset(n)
+}
+
+// truncateFront calls TruncateFront(v) on the log; the model takes the new
+// first version at its next check.
+func (r *randomOpsRun) truncateFront(v int64) {
+	r.t.Helper()
+	r.trace = append(r.trace, fmt.Sprintf("TruncateFront(%d)", v))
+	if err := r.l.TruncateFront(v); err != nil {
+		r.fail("TruncateFront(%d): %v", v, err)
+	}
+}
+
+// rollAt calls RollAt(v) on the log.
+func (r *randomOpsRun) rollAt(v int64) {
+	r.trace = append(r.trace, fmt.Sprintf("RollAt(%d)", v))
+	r.l.RollAt(v)
+}
+
+// flush flushes the log.
+func (r *randomOpsRun) flush() {
+	r.t.Helper()
+	if err := r.l.Flush(); err != nil {
+		r.fail("flush: %v", err)
+	}
+}
+
+// close closes the log.
+func (r *randomOpsRun) close() {
+	r.t.Helper()
+	if err := r.l.Close(); err != nil {
+		r.fail("close: %v", err)
+	}
+}
+
+// open opens the log again, on r.fs, with newly picked options; what names
+// the open in the failure message.
+func (r *randomOpsRun) open(what string) {
+	r.t.Helper()
+	opts := r.pick(r.fs)
+	r.trace = append(r.trace, fmt.Sprintf("open %+v", Options{Sync: opts.Sync, AsyncBuffer: opts.AsyncBuffer, SegmentSize: opts.SegmentSize}))
+	var err error
+	if r.l, err = Open(memDir, opts); err != nil {
+		r.t.Fatalf("iteration %d: %s: %v\ntrace:\n%s", r.iter, what, err, strings.Join(r.trace, "\n"))
+	}
+	r.m.reopened()
+}
+
+// reopen closes the log and opens it again with newly picked options.
+func (r *randomOpsRun) reopen() {
+	r.t.Helper()
+	r.trace = append(r.trace, "reopen")
+	r.close()
+	r.open("reopen")
+}
+
 // TestLogRandomOps runs random sequences of Append, Flush, TruncateBack,
 // Reset, TruncateFront, RollAt and reopens (under random options) against a
 // model and checks that Replay returns exactly the model's entries.
@@ -98,74 +228,37 @@ func TestLogRandomOps(t *testing.T) {
 		{Sync: SyncNone, AsyncBuffer: 1},
 	}
 	for iter := range 60 {
-		fs := newMemFS()
-		var trace []string
-		pick := func() Options {
+		r := newRandomOpsRun(t, iter, func(fs *memFS) Options {
 			o := optsList[rng.IntN(len(optsList))]
 			o.fs = fs
 			o.SegmentSize = int64(200 + rng.IntN(800))
 			return o
-		}
-		opts := pick()
-		l := mustOpen(t, memDir, opts)
-		m := logModel{entries: map[int64]Entry{}}
-		fail := func(format string, args ...any) {
-			t.Helper()
-			l.Close()
-			t.Fatalf("iteration %d: %s\ntrace:\n%s", iter, fmt.Sprintf(format, args...), strings.Join(trace, "\n"))
-		}
-		check := func() {
-			t.Helper()
-			if err := m.check(l); err != nil {
-				fail("%v", err)
-			}
-		}
+		})
+		m := &r.m
 		for range 80 {
 			switch op := rng.IntN(100); {
 			case op < 50: // append a few
 				for range 1 + rng.IntN(4) {
-					v := m.next
-					if v == 0 {
-						v = 1 + rng.Int64N(5)
-					}
+					v := r.nextVersion(rng)
 					e := randEntry(rng, v, smallShape)
 					if rng.IntN(4) == 0 {
 						e = Entry{Version: v} // zero change sets
 					}
-					trace = append(trace, fmt.Sprintf("Append(%d)", v))
-					if err := l.Append(e); err != nil {
-						fail("append %d: %v", v, err)
-					}
-					m.appended(e)
+					r.append(e)
 				}
 			case op < 55:
-				trace = append(trace, "Flush")
-				if err := l.Flush(); err != nil {
-					fail("flush: %v", err)
-				}
+				r.trace = append(r.trace, "Flush")
+				r.flush()
 			case op < 65:
 				v := m.last - rng.Int64N(8)
 				if v < 0 {
 					v = 0
 				}
-				trace = append(trace, fmt.Sprintf("TruncateBack(%d)", v))
-				if err := l.TruncateBack(v); err != nil {
-					fail("TruncateBack(%d): %v", v, err)
-				}
-				m.truncatedBack(v)
+				r.truncateBack(v)
 			case op < 68:
-				n := 1 + rng.Int64N(m.last+10)
-				trace = append(trace, fmt.Sprintf("Reset(%d)", n))
-				if err := l.Reset(n); err != nil {
-					fail("Reset(%d): %v", n, err)
-				}
-				m.reset(n)
+				r.reset(1 + rng.Int64N(m.last+10))
 			case op < 78:
-				v := m.first + rng.Int64N(m.last-m.first+20)
-				trace = append(trace, fmt.Sprintf("TruncateFront(%d)", v))
-				if err := l.TruncateFront(v); err != nil {
-					fail("TruncateFront(%d): %v", v, err)
-				}
+				r.truncateFront(m.first + rng.Int64N(m.last-m.first+20))
 			case op < 90:
 				v := m.last + 1
 				switch rng.IntN(4) {
@@ -174,26 +267,13 @@ func TestLogRandomOps(t *testing.T) {
 				case 1:
 					v = m.last + 2 + rng.Int64N(5)
 				}
-				trace = append(trace, fmt.Sprintf("RollAt(%d)", v))
-				l.RollAt(v)
+				r.rollAt(v)
 			default:
-				trace = append(trace, "reopen")
-				if err := l.Close(); err != nil {
-					fail("close: %v", err)
-				}
-				opts = pick()
-				trace = append(trace, fmt.Sprintf("open %+v", Options{Sync: opts.Sync, AsyncBuffer: opts.AsyncBuffer, SegmentSize: opts.SegmentSize}))
-				var err error
-				if l, err = Open(memDir, opts); err != nil {
-					t.Fatalf("iteration %d: reopen: %v\ntrace:\n%s", iter, err, strings.Join(trace, "\n"))
-				}
-				m.reopened()
+				r.reopen()
 			}
-			check()
+			r.check(r.l)
 		}
-		if err := l.Close(); err != nil {
-			fail("close: %v", err)
-		}
+		r.close()
 	}
 }
 
@@ -540,17 +620,7 @@ func TestLogAsyncFailureLaterCalls(t *testing.T) {
 		if err := l.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		inWrite := make(chan struct{})
-		release := make(chan struct{})
-		var once sync.Once
-		fs.setHook(func(op, _ string) error {
-			if op != "write" {
-				return nil
-			}
-			once.Do(func() { close(inWrite) })
-			<-release
-			return errInjected
-		})
+		inWrite, release := blockWrites(fs)
 		mustAppend(t, l, Entry{Version: 11})
 		<-inWrite
 		for v := int64(12); v < 12+int64(o.AsyncBuffer); v++ {

@@ -1,10 +1,6 @@
 package wal
 
-import (
-	"fmt"
-	"strings"
-	"testing"
-)
+import "testing"
 
 // TestTinySegmentsRandomOps: random Append, TruncateBack,
 // TruncateFront, RollAt, Reset and reopens (also read-only, and after a
@@ -24,123 +20,67 @@ func TestTinySegmentsRandomOps(t *testing.T) {
 	}
 	sizes := []int64{MinSegmentSize, MinSegmentSize + 1, 40, 64, 100}
 	for iter := range 40 {
-		fs := newMemFS()
-		var trace []string
-		pick := func() Options {
+		r := newRandomOpsRun(t, iter, func(fs *memFS) Options {
 			o := optsList[rng.IntN(len(optsList))]
 			o.fs = fs
 			o.SegmentSize = sizes[rng.IntN(len(sizes))]
 			return o
-		}
-		opts := pick()
-		l := mustOpen(t, memDir, opts)
-		m := logModel{entries: map[int64]Entry{}}
-		fail := func(format string, args ...any) {
-			t.Helper()
-			l.Close()
-			t.Fatalf("iteration %d: %s\ntrace:\n%s", iter, fmt.Sprintf(format, args...), strings.Join(trace, "\n"))
-		}
+		})
+		m := &r.m
 		check := func(l *Log) {
 			t.Helper()
-			if err := m.check(l); err != nil {
-				fail("%v", err)
-			}
+			r.check(l)
 			if err := l.Verify(); err != nil {
-				fail("verify: %v", err)
+				r.fail("verify: %v", err)
 			}
 		}
 		for range 60 {
 			switch op := rng.IntN(100); {
 			case op < 45:
 				for range 1 + rng.IntN(3) {
-					v := m.next
-					if v == 0 {
-						v = 1 + rng.Int64N(5)
-					}
-					e := randEntry(rng, v, smallShape)
-					trace = append(trace, fmt.Sprintf("Append(%d)", v))
-					if err := l.Append(e); err != nil {
-						fail("append %d: %v", v, err)
-					}
-					m.appended(e)
+					v := r.nextVersion(rng)
+					r.append(randEntry(rng, v, smallShape))
 				}
 			case op < 55:
 				v := m.last - rng.Int64N(4)
 				if v < 0 {
 					v = 0
 				}
-				trace = append(trace, fmt.Sprintf("TruncateBack(%d)", v))
-				if err := l.TruncateBack(v); err != nil {
-					fail("TruncateBack(%d): %v", v, err)
-				}
-				m.truncatedBack(v)
+				r.truncateBack(v)
 			case op < 58:
-				n := 1 + rng.Int64N(m.last+5)
-				trace = append(trace, fmt.Sprintf("Reset(%d)", n))
-				if err := l.Reset(n); err != nil {
-					fail("Reset(%d): %v", n, err)
-				}
-				m.reset(n)
+				r.reset(1 + rng.Int64N(m.last+5))
 			case op < 68:
-				v := m.first + rng.Int64N(m.last-m.first+5)
-				trace = append(trace, fmt.Sprintf("TruncateFront(%d)", v))
-				if err := l.TruncateFront(v); err != nil {
-					fail("TruncateFront(%d): %v", v, err)
-				}
+				r.truncateFront(m.first + rng.Int64N(m.last-m.first+5))
 			case op < 78:
-				v := m.last + 1 + rng.Int64N(3) - 1
-				trace = append(trace, fmt.Sprintf("RollAt(%d)", v))
-				l.RollAt(v)
+				r.rollAt(m.last + 1 + rng.Int64N(3) - 1)
 			case op < 84:
 				// read-only open beside the writer, after a Flush
-				trace = append(trace, "Flush; read-only open")
-				if err := l.Flush(); err != nil {
-					fail("flush: %v", err)
-				}
-				l.rollAhead.Wait()
-				ro, err := Open(memDir, Options{fs: fs, ReadOnly: true})
+				r.trace = append(r.trace, "Flush; read-only open")
+				r.flush()
+				r.l.rollAhead.Wait()
+				ro, err := Open(memDir, Options{fs: r.fs, ReadOnly: true})
 				if err != nil {
-					fail("read-only open: %v", err)
+					r.fail("read-only open: %v", err)
 				}
 				if tt, ok := ro.TornTail(); ok {
-					fail("read-only open beside a flushed writer found a torn tail %+v", tt)
+					r.fail("read-only open beside a flushed writer found a torn tail %+v", tt)
 				}
 				check(ro)
 				ro.Close()
 			case op < 90:
 				// process crash: everything written survives
-				trace = append(trace, "process crash")
-				if err := l.Flush(); err != nil {
-					fail("flush: %v", err)
-				}
-				l.rollAhead.Wait()
-				fs2 := fs.clone()
-				l.Close()
-				fs = fs2
-				opts = pick()
-				trace = append(trace, fmt.Sprintf("open %+v", Options{Sync: opts.Sync, AsyncBuffer: opts.AsyncBuffer, SegmentSize: opts.SegmentSize}))
-				var err error
-				if l, err = Open(memDir, opts); err != nil {
-					t.Fatalf("iteration %d: reopen after crash: %v\ntrace:\n%s", iter, err, strings.Join(trace, "\n"))
-				}
-				m.reopened()
+				r.trace = append(r.trace, "process crash")
+				r.flush()
+				r.l.rollAhead.Wait()
+				fs2 := r.fs.clone()
+				r.l.Close()
+				r.fs = fs2
+				r.open("reopen after crash")
 			default:
-				trace = append(trace, "reopen")
-				if err := l.Close(); err != nil {
-					fail("close: %v", err)
-				}
-				opts = pick()
-				trace = append(trace, fmt.Sprintf("open %+v", Options{Sync: opts.Sync, AsyncBuffer: opts.AsyncBuffer, SegmentSize: opts.SegmentSize}))
-				var err error
-				if l, err = Open(memDir, opts); err != nil {
-					t.Fatalf("iteration %d: reopen: %v\ntrace:\n%s", iter, err, strings.Join(trace, "\n"))
-				}
-				m.reopened()
+				r.reopen()
 			}
-			check(l)
+			check(r.l)
 		}
-		if err := l.Close(); err != nil {
-			fail("close: %v", err)
-		}
+		r.close()
 	}
 }
