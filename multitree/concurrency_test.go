@@ -335,24 +335,7 @@ func besideRun(t *testing.T, c besideConfig) {
 writer:
 	for v := int64(1); v <= c.versions && !stop.Load(); v++ {
 		if c.upgrades {
-			var u wal.Upgrades
-			stores := m.stores()
-			switch v % 6 {
-			case 1:
-				u.Added = []string{fmt.Sprintf("add%d", v)}
-			case 3:
-				for _, s := range stores {
-					if s != "s1" {
-						u.Renamed = []wal.RenamedStore{{OldName: s, NewName: fmt.Sprintf("ren%d", v)}}
-						break
-					}
-				}
-			case 5:
-				if len(stores) > 3 {
-					u.Deleted = []string{stores[len(stores)-1]}
-				}
-			}
-			if len(u.Added)+len(u.Renamed)+len(u.Deleted) > 0 {
+			if u, ok := cycleUpgrades(v, m.stores(), 6, 1, 3, 5); ok {
 				if err := db.ApplyUpgrades(u); err != nil {
 					if closing.Load() && errors.Is(err, ErrClosed) {
 						break writer
@@ -362,11 +345,7 @@ writer:
 				m.applyUpgrades(u)
 			}
 		}
-		base := stressBlock(v)
-		var css []wal.ChangeSet
-		for i, s := range m.stores() {
-			css = append(css, wal.ChangeSet{Name: s, Pairs: base[i%len(base)].Pairs})
-		}
+		css := stressBlockIn(v, m.stores())
 		if c.largeEvery > 0 && v%c.largeEvery == 0 {
 			pairs := append([]wal.KVPair(nil), css[0].Pairs...)
 			css[0].Pairs = append(pairs, wal.KVPair{Key: stressKey(stressKeys - 1), Value: bytes.Repeat([]byte{byte(v)}, 8<<10)})

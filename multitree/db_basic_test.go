@@ -15,11 +15,27 @@ import (
 	"testing"
 	"time"
 
+	storetypes "cosmossdk.io/store/types"
+
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
+
+// commitAndRewrite commits the working version and rewrites the snapshot
+// at it, failing the test on an error; it returns the commit's info.
+func commitAndRewrite(t *testing.T, db *DB) *storetypes.CommitInfo {
+	t.Helper()
+	info, err := db.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
 
 func TestOpenCommitReopen(t *testing.T) {
 	dir := t.TempDir()
@@ -561,12 +577,7 @@ func TestClosedHandle(t *testing.T) {
 	if err := db.Set("a", []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.RewriteSnapshot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	commitAndRewrite(t, db)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -674,13 +685,7 @@ func TestCorruptSnapshotBreaksWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	info, err := db.Commit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.RewriteSnapshot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	info := commitAndRewrite(t, db)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -733,12 +738,7 @@ func TestViewAfterRelease(t *testing.T) {
 		if err := db.Set("a", []byte("k"), []byte{byte(v)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.RewriteSnapshot(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		commitAndRewrite(t, db)
 	}
 	view, err := db.View()
 	if err != nil {
@@ -755,12 +755,7 @@ func TestViewAfterRelease(t *testing.T) {
 	if err := db.Set("a", []byte("k"), []byte{3}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.RewriteSnapshot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	commitAndRewrite(t, db)
 	view.Release() // idempotent
 	if got, err := view.Get("a", []byte("k")); !errors.Is(err, ErrReleased) || got != nil {
 		t.Fatalf("Get after Release = %x, %v, want ErrReleased", got, err)
@@ -1196,13 +1191,7 @@ func TestLongStoreNames(t *testing.T) {
 	if err := db.Set(long, []byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	info, err := db.Commit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.RewriteSnapshot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	info := commitAndRewrite(t, db)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -1356,12 +1345,7 @@ func TestTreeAfterUnmap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.RewriteSnapshot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	commitAndRewrite(t, db)
 	view, err := db.View()
 	if err != nil {
 		t.Fatal(err)

@@ -472,20 +472,18 @@ func TestLeakCheckedSnapshotsBounded(t *testing.T) {
 	}
 }
 
-// TestLeakViewCacheDropsPrunedSnapshots: a version ViewAt rebuilt and
-// cached (ViewCacheSize) is dropped from the cache when the prune removes
-// the snapshot it was rebuilt from, so that no mapping of the snapshot's
-// deleted files stays behind once the caller's views are released (a node
-// that answered a few historical queries and then none would otherwise
-// keep up to ViewCacheSize pruned snapshots' disk space).
-func TestLeakViewCacheDropsPrunedSnapshots(t *testing.T) {
-	dir := t.TempDir()
+// openSnapshot4 opens a database in dir (closed at the end of the test)
+// with the one store "a", no automatic snapshots and SnapshotKeepRecent 0;
+// it commits versions 1 to 4, rewrites the snapshot at 4, and commits 5
+// and 6. commit(i) sets the store's 50 keys to i and commits.
+func openSnapshot4(t *testing.T, dir string) (db *DB, commit func(i int)) {
+	t.Helper()
 	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1, SnapshotKeepRecent: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	commit := func(i int) {
+	t.Cleanup(func() { db.Close() })
+	commit = func(i int) {
 		t.Helper()
 		for j := 0; j < 50; j++ {
 			if err := db.Set("a", []byte(fmt.Sprintf("k%03d", j)), []byte(fmt.Sprint(i))); err != nil {
@@ -504,6 +502,18 @@ func TestLeakViewCacheDropsPrunedSnapshots(t *testing.T) {
 	}
 	commit(5)
 	commit(6)
+	return db, commit
+}
+
+// TestLeakViewCacheDropsPrunedSnapshots: a version ViewAt rebuilt and
+// cached (ViewCacheSize) is dropped from the cache when the prune removes
+// the snapshot it was rebuilt from, so that no mapping of the snapshot's
+// deleted files stays behind once the caller's views are released (a node
+// that answered a few historical queries and then none would otherwise
+// keep up to ViewCacheSize pruned snapshots' disk space).
+func TestLeakViewCacheDropsPrunedSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	db, commit := openSnapshot4(t, dir)
 	// a historical query: version 5, rebuilt from snapshot 4, cached
 	v, err := db.ViewAt(5)
 	if err != nil {

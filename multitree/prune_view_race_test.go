@@ -2,7 +2,6 @@ package multitree
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,30 +14,7 @@ import (
 // caller releases it.
 func TestViewRebuiltDuringPruneNotCached(t *testing.T) {
 	dir := t.TempDir()
-	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1, SnapshotKeepRecent: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	commit := func(i int) {
-		t.Helper()
-		for j := 0; j < 50; j++ {
-			if err := db.Set("a", []byte(fmt.Sprintf("k%03d", j)), []byte(fmt.Sprint(i))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := 1; i <= 4; i++ {
-		commit(i)
-	}
-	if err := db.RewriteSnapshot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	commit(5)
-	commit(6)
+	db, commit := openSnapshot4(t, dir)
 	var once sync.Once
 	// the rebuild of version 5 from snapshot 4 is done; before ViewAt
 	// caches it, the node goes on and a rewrite's prune removes snapshot 4

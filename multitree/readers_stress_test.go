@@ -46,6 +46,41 @@ func stressBlock(v int64) []wal.ChangeSet {
 	return css
 }
 
+// stressBlockIn returns the changes of stressBlock(v) for stores: store i
+// gets the pairs of the block's change set i modulo the block's length.
+func stressBlockIn(v int64, stores []string) []wal.ChangeSet {
+	base := stressBlock(v)
+	var css []wal.ChangeSet
+	for i, s := range stores {
+		css = append(css, wal.ChangeSet{Name: s, Pairs: base[i%len(base)].Pairs})
+	}
+	return css
+}
+
+// cycleUpgrades returns the store upgrades of version v in a cycle of
+// period versions over the current stores: at phase add a new store
+// add<v>, at phase rename the first store other than s1 renamed to ren<v>,
+// at phase del the last store deleted while more than three remain; none
+// at the other phases. ok reports whether there are any.
+func cycleUpgrades(v int64, stores []string, period, add, rename, del int64) (u wal.Upgrades, ok bool) {
+	switch v % period {
+	case add:
+		u.Added = []string{fmt.Sprintf("add%d", v)}
+	case rename:
+		for _, s := range stores {
+			if s != "s1" {
+				u.Renamed = []wal.RenamedStore{{OldName: s, NewName: fmt.Sprintf("ren%d", v)}}
+				break
+			}
+		}
+	case del:
+		if len(stores) > 3 {
+			u.Deleted = []string{stores[len(stores)-1]}
+		}
+	}
+	return u, len(u.Added)+len(u.Renamed)+len(u.Deleted) > 0
+}
+
 // historyModel holds the contents of every committed version.
 type historyModel struct {
 	mu   sync.Mutex
@@ -819,41 +854,15 @@ func TestReadersBesideUpgrades(t *testing.T) {
 		versions = 50
 	}
 	for v := int64(1); v <= versions && !stop.Load(); v++ {
-		var u wal.Upgrades
-		stores := m.stores()
-		switch v % 10 {
-		case 2:
-			u.Added = []string{fmt.Sprintf("add%d", v)}
-		case 5:
-			for _, s := range stores {
-				if s != "s1" {
-					u.Renamed = []wal.RenamedStore{{OldName: s, NewName: fmt.Sprintf("ren%d", v)}}
-					break
-				}
-			}
-		case 8:
-			if len(stores) > 3 {
-				u.Deleted = []string{stores[len(stores)-1]}
-			}
-		}
-		if len(u.Added)+len(u.Renamed)+len(u.Deleted) > 0 {
+		u, ok := cycleUpgrades(v, m.stores(), 10, 2, 5, 8)
+		if ok {
 			if err := db.ApplyUpgrades(u); err != nil {
 				t.Fatal(err)
 			}
 		}
-		css := stressBlock(v)
-		for i := range css {
-			if i < len(stores) {
-				css[i].Name = m.stores()[0]
-			}
-		}
 		// changes in every store, the upgraded ones included
 		m.applyUpgrades(u)
-		var all []wal.ChangeSet
-		for i, s := range m.stores() {
-			cs := css[i%len(css)]
-			all = append(all, wal.ChangeSet{Name: s, Pairs: cs.Pairs})
-		}
+		all := stressBlockIn(v, m.stores())
 		if err := db.ApplyChangeSets(all); err != nil {
 			t.Fatal(err)
 		}
