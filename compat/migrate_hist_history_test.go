@@ -61,6 +61,26 @@ func histUpgradeScript(initial int64, leveldb bool) *histScript {
 	return s
 }
 
+// histBackend returns a new in-memory cosmos-db, or with leveldb a new
+// goleveldb one closed at the end of the test.
+func histBackend(t *testing.T, leveldb bool) dbm.DB {
+	if leveldb {
+		return migLevelDB(t)
+	}
+	return dbm.NewMemDB()
+}
+
+// histImportEvery imports at the height of every step of s and continues
+// each import with the chain's next blocks on our multistore.
+func histImportEvery(t *testing.T, c *histChain, s *histScript) {
+	t.Helper()
+	for i := range s.steps {
+		h := histHeight(s, i)
+		dir := histImport(t, c, h)
+		histContinue(t, c, s, h, dir)
+	}
+}
+
 func histRunUpgrades(t *testing.T, db dbm.DB, initial int64, leveldb bool) {
 	s := histUpgradeScript(initial, leveldb)
 	c := histBuild(t, db, s)
@@ -75,11 +95,7 @@ func histRunUpgrades(t *testing.T, db dbm.DB, initial int64, leveldb bool) {
 		}
 	}
 	c.db = histReadOnly{db} // the import only reads
-	for i := range s.steps {
-		h := histHeight(s, i)
-		dir := histImport(t, c, h)
-		histContinue(t, c, s, h, dir)
-	}
+	histImportEvery(t, c, s)
 }
 
 // TestMigrateUpgradeHistoryMemDB imports at every height of a history with
@@ -92,12 +108,7 @@ func TestMigrateUpgradeHistoryMemDB(t *testing.T) {
 // TestMigrateUpgradeHistoryGoLevelDB is the same over goleveldb, where
 // iavl's empty roots read back as absent.
 func TestMigrateUpgradeHistoryGoLevelDB(t *testing.T) {
-	db, err := dbm.NewGoLevelDB("application", t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	histRunUpgrades(t, db, 0, true)
+	histRunUpgrades(t, migLevelDB(t), 0, true)
 }
 
 // TestMigrateUpgradeHistoryInitialVersion: the same with SetInitialVersion
@@ -112,15 +123,7 @@ func TestMigrateUpgradeHistoryInitialVersion(t *testing.T) {
 // continues; 11 and 12, whose commit infos the rollback left, are refused.
 func TestMigrateAfterRollback(t *testing.T) {
 	for _, leveldb := range []bool{false, true} {
-		var db dbm.DB = dbm.NewMemDB()
-		if leveldb {
-			ldb, err := dbm.NewGoLevelDB("application", t.TempDir(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ldb.Close()
-			db = ldb
-		}
+		db := histBackend(t, leveldb)
 		stores := []string{"acc", "bank", "gov"}
 		s := &histScript{seed: 21}
 		s.steps = make([]histStep, 12)
@@ -136,11 +139,7 @@ func TestMigrateAfterRollback(t *testing.T) {
 		if bytes.Equal(old10, c.infos[10].Hash()) {
 			t.Fatal("the blocks after the rollback did not change the app hash")
 		}
-		for i := range s2.steps {
-			h := histHeight(s2, i)
-			dir := histImport(t, c, h)
-			histContinue(t, c, s2, h, dir)
-		}
+		histImportEvery(t, c, s2)
 		for _, h := range []int64{11, 12} {
 			dir := filepath.Join(t.TempDir(), "db")
 			if err := compat.ImportIAVL(db, h, nil, dir, multitree.Options{}); !histIsMigrate(err) {
@@ -157,15 +156,7 @@ func TestMigrateAfterRollback(t *testing.T) {
 // leaves nothing; the target still imports.
 func TestMigrateIAVLOverwritten(t *testing.T) {
 	for _, leveldb := range []bool{false, true} {
-		var db dbm.DB = dbm.NewMemDB()
-		if leveldb {
-			ldb, err := dbm.NewGoLevelDB("application", t.TempDir(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ldb.Close()
-			db = ldb
-		}
+		db := histBackend(t, leveldb)
 		s := &histScript{seed: 31}
 		s.steps = make([]histStep, 10)
 		s.steps[0] = histStep{reload: true, mount: []string{"acc", "bank", "never"}}

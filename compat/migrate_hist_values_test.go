@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	storetypes "cosmossdk.io/store/types"
-	dbm "github.com/cosmos/cosmos-db"
 
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
@@ -17,15 +16,7 @@ import (
 // and continues.
 func TestMigrateValueShapes(t *testing.T) {
 	for _, leveldb := range []bool{false, true} {
-		var db dbm.DB = dbm.NewMemDB()
-		if leveldb {
-			ldb, err := dbm.NewGoLevelDB("application", t.TempDir(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ldb.Close()
-			db = ldb
-		}
+		db := histBackend(t, leveldb)
 		s := &histScript{seed: 1}
 		s.steps = make([]histStep, 8)
 		base := []string{"shapes", "other", "emptyold"}
@@ -54,10 +45,6 @@ func TestMigrateValueShapes(t *testing.T) {
 				css: s.steps[4].css}
 		}
 		c := histBuild(t, db, s)
-		for i := range s.steps {
-			h := histHeight(s, i)
-			dir := histImport(t, c, h)
-			histContinue(t, c, s, h, dir)
-		}
+		histImportEvery(t, c, s)
 	}
 }

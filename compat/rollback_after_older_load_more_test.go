@@ -12,6 +12,8 @@ import (
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
+// rboReopen closes p.ours and opens it again mounting m, with the store
+// upgrades up.
 func rboReopen(t *testing.T, p *pair, m mount, up *types.StoreUpgrades) {
 	t.Helper()
 	if err := p.ours.Close(); err != nil {
@@ -20,6 +22,27 @@ func rboReopen(t *testing.T, p *pair, m mount, up *types.StoreUpgrades) {
 	p.ours = newOurs(t, p.dir, p.cfg, p.keys, m, up)
 }
 
+// rboLoadVersion closes p.ours and replaces it with a new multistore on
+// p.dir that mounts smallMount and loads version v (LoadVersion of a
+// version older than the latest).
+func rboLoadVersion(t *testing.T, p *pair, v int64) *compat.MultiStore {
+	t.Helper()
+	if err := p.ours.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := compat.NewMultiStore(p.dir, log.NewNopLogger(), p.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ours = ms
+	mountAll(ms, p.keys, smallMount)
+	if err := ms.LoadVersion(v); err != nil {
+		t.Fatalf("load %d with a and b mounted: %v", v, err)
+	}
+	return ms
+}
+
+// rboCommit sets k<i> to "v" in each of stores of ms and commits.
 func rboCommit(t *testing.T, ms *compat.MultiStore, keys keyring, stores []string, i int) {
 	for _, s := range stores {
 		ms.GetKVStore(keys[s]).Set(fmt.Appendf(nil, "k%d", i), []byte("v"))
@@ -39,19 +62,8 @@ func TestRollbackAfterOlderLoadPastRename(t *testing.T) {
 	for i := 5; i <= 7; i++ {
 		rboCommit(t, p.ours, p.keys, []string{"a", "c"}, i)
 	}
-	if err := p.ours.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ms, err := compat.NewMultiStore(p.dir, log.NewNopLogger(), p.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ours = ms
-	mountAll(ms, p.keys, smallMount)
-	if err := ms.LoadVersion(3); err != nil {
-		t.Fatal(err)
-	}
-	err = ms.RollbackToVersion(6)
+	ms := rboLoadVersion(t, p, 3)
+	err := ms.RollbackToVersion(6)
 	latest, _ := multitree.LatestVersion(p.dir)
 	if !errors.Is(err, multitree.ErrVersion) || latest != 7 || ms.LastCommitID().Version != 3 {
 		t.Fatalf("rollback to 6 past a rename of b: %v, latest %d, loaded %d", err, latest, ms.LastCommitID().Version)
@@ -81,18 +93,7 @@ func TestRollbackAfterOlderLoadDeletedReadded(t *testing.T) {
 	for i := 6; i <= 8; i++ {
 		rboCommit(t, p.ours, p.keys, []string{"a", "b"}, i)
 	}
-	if err := p.ours.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ms, err := compat.NewMultiStore(p.dir, log.NewNopLogger(), p.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ours = ms
-	mountAll(ms, p.keys, smallMount)
-	if err := ms.LoadVersion(3); err != nil {
-		t.Fatal(err)
-	}
+	ms := rboLoadVersion(t, p, 3)
 	if err := ms.RollbackToVersion(5); !errors.Is(err, multitree.ErrVersion) {
 		t.Fatalf("rollback to 5 (b deleted): %v", err)
 	}

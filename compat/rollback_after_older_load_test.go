@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"cosmossdk.io/log"
 	"cosmossdk.io/store/types"
 
-	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
@@ -24,28 +22,13 @@ func TestRollbackAfterOlderLoadPastDeletion(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		p.commit(map[string][][2][]byte{"b": {{fmt.Appendf(nil, "k%d", i), []byte("v")}}})
 	}
-	if err := p.ours.Close(); err != nil {
-		t.Fatal(err)
-	}
 	onlyA := mount{iavl: []string{"a"}, transient: "t", memory: "m"}
-	p.ours = newOurs(t, p.dir, p.cfg, p.keys, onlyA, &types.StoreUpgrades{Deleted: []string{"b"}})
+	rboReopen(t, p, onlyA, &types.StoreUpgrades{Deleted: []string{"b"}})
 	for i := 5; i <= 7; i++ {
-		p.ours.GetKVStore(p.keys["a"]).Set(fmt.Appendf(nil, "k%d", i), []byte("v"))
-		p.ours.Commit()
+		rboCommit(t, p.ours, p.keys, []string{"a"}, i)
 	}
-	if err := p.ours.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ms, err := compat.NewMultiStore(p.dir, log.NewNopLogger(), p.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ours = ms
-	mountAll(ms, p.keys, smallMount)
-	if err := ms.LoadVersion(3); err != nil {
-		t.Fatalf("load 3 with a and b mounted: %v", err)
-	}
-	err = ms.RollbackToVersion(6)
+	ms := rboLoadVersion(t, p, 3)
+	err := ms.RollbackToVersion(6)
 	latest, lerr := multitree.LatestVersion(p.dir)
 	if lerr != nil {
 		t.Fatal(lerr)

@@ -12,12 +12,10 @@ package compat_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
 
-	"cosmossdk.io/log"
 	"cosmossdk.io/store/cache"
 	pruningtypes "cosmossdk.io/store/pruning/types"
 	"cosmossdk.io/store/snapshots"
@@ -26,16 +24,7 @@ import (
 	abci "github.com/cometbft/cometbft/abci/types"
 	dbm "github.com/cosmos/cosmos-db"
 	"github.com/cosmos/cosmos-sdk/baseapp"
-	addresscodec "github.com/cosmos/cosmos-sdk/codec/address"
-	"github.com/cosmos/cosmos-sdk/runtime"
 	sdk "github.com/cosmos/cosmos-sdk/types"
-	"github.com/cosmos/cosmos-sdk/types/module"
-	moduletestutil "github.com/cosmos/cosmos-sdk/types/module/testutil"
-	"github.com/cosmos/cosmos-sdk/x/auth"
-	authkeeper "github.com/cosmos/cosmos-sdk/x/auth/keeper"
-	authtypes "github.com/cosmos/cosmos-sdk/x/auth/types"
-	"github.com/cosmos/cosmos-sdk/x/bank"
-	bankkeeper "github.com/cosmos/cosmos-sdk/x/bank/keeper"
 	banktypes "github.com/cosmos/cosmos-sdk/x/bank/types"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
@@ -57,42 +46,18 @@ type raMods struct {
 // that reads back the block's writes, and a memory store).
 func raNewApp(t *testing.T, db dbm.DB, m raMods, opts ...func(*baseapp.BaseApp)) *testApp {
 	t.Helper()
-	encCfg := moduletestutil.MakeTestEncodingConfig(auth.AppModuleBasic{}, bank.AppModuleBasic{})
-	keys := storetypes.NewKVStoreKeys(authtypes.StoreKey, banktypes.StoreKey)
+	app, mm := newAuthBankApp(t, db, opts...)
+	bapp := app.BaseApp
 	extra := storetypes.NewKVStoreKeys(m.mounted...)
 	tkeys := storetypes.NewTransientStoreKeys("transient_test")
 	mkeys := storetypes.NewMemoryStoreKeys("mem_test")
-	logger := log.NewNopLogger()
-	opts = append(opts, baseapp.SetChainID(testChainID))
-	bapp := baseapp.NewBaseApp("memiavl-test", logger, db, encCfg.TxConfig.TxDecoder(), opts...)
-	bapp.SetInterfaceRegistry(encCfg.InterfaceRegistry)
-	bapp.MountKVStores(keys)
 	bapp.MountKVStores(extra)
 	bapp.MountTransientStores(tkeys)
 	bapp.MountMemoryStores(mkeys)
-
-	ac := addresscodec.NewBech32Codec(sdk.Bech32MainPrefix)
-	authority := authtypes.NewModuleAddress("gov").String()
-	accountKeeper := authkeeper.NewAccountKeeper(encCfg.Codec, runtime.NewKVStoreService(keys[authtypes.StoreKey]),
-		authtypes.ProtoBaseAccount, map[string][]string{}, ac, sdk.Bech32MainPrefix, authority)
-	bankKeeper := bankkeeper.NewBaseKeeper(encCfg.Codec, runtime.NewKVStoreService(keys[banktypes.StoreKey]),
-		accountKeeper, nil, authority, logger)
-	mm := module.NewManager(
-		auth.NewAppModule(encCfg.Codec, accountKeeper, nil, nil),
-		bank.NewAppModule(encCfg.Codec, bankKeeper, accountKeeper, nil),
-	)
-	mm.SetOrderInitGenesis(authtypes.ModuleName, banktypes.ModuleName)
-	if err := mm.RegisterServices(module.NewConfigurator(encCfg.Codec, bapp.MsgServiceRouter(), bapp.GRPCQueryRouter())); err != nil {
-		t.Fatal(err)
-	}
 	tkey, mkey := tkeys["transient_test"], mkeys["mem_test"]
 	bapp.SetInitChainer(func(ctx sdk.Context, req *abci.RequestInitChain) (*abci.ResponseInitChain, error) {
-		var genesis map[string]json.RawMessage
-		if err := json.Unmarshal(req.AppStateBytes, &genesis); err != nil {
+		if err := app.initAuthBankGenesis(ctx, mm, req); err != nil {
 			return nil, err
-		}
-		for _, name := range mm.OrderInitGenesis {
-			mm.Modules[name].(module.HasGenesis).InitGenesis(ctx, encCfg.Codec, genesis[name])
 		}
 		for _, name := range m.written {
 			ctx.KVStore(extra[name]).Set([]byte("genesis"), []byte(name))
@@ -146,7 +111,7 @@ func raNewApp(t *testing.T, db dbm.DB, m raMods, opts ...func(*baseapp.BaseApp))
 	if err := load(); err != nil {
 		t.Fatal(err)
 	}
-	return &testApp{BaseApp: bapp, encCfg: encCfg}
+	return app
 }
 
 // raNode is a node reopened on the same databases across restarts; the

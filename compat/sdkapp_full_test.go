@@ -15,7 +15,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand"
 	"sort"
 	"strings"
@@ -193,16 +192,10 @@ func (n *fullNode) open(t *testing.T) {
 	}
 }
 
-// close closes the app as an app's Close should: BaseApp.Close (which closes
-// the application database), then the multistore through io.Closer.
+// close closes the app with closeApp.
 func (n *fullNode) close(t *testing.T) {
 	t.Helper()
-	err := n.app.Close()
-	if c, ok := n.app.CommitMultiStore().(io.Closer); ok {
-		if cerr := c.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}
+	err := closeApp(n.app)
 	n.app = nil
 	if err != nil {
 		t.Fatalf("%s: close: %v", n.name, err)

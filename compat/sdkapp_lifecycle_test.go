@@ -123,16 +123,26 @@ func (n *lifeNode) open(t *testing.T, extra ...func(*baseapp.BaseApp)) *testApp 
 	return n.app
 }
 
-// close closes the app as an app's Close should: BaseApp.Close, then the
-// multistore through io.Closer.
-func (n *lifeNode) close(t *testing.T) {
-	t.Helper()
-	err := n.app.Close()
-	if c, ok := n.app.CommitMultiStore().(io.Closer); ok {
+// closeApp closes app as an app's Close should: BaseApp.Close (which closes
+// the application database), then the multistore through io.Closer; it
+// returns the first error.
+func closeApp(app interface {
+	Close() error
+	CommitMultiStore() storetypes.CommitMultiStore
+}) error {
+	err := app.Close()
+	if c, ok := app.CommitMultiStore().(io.Closer); ok {
 		if cerr := c.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}
+	return err
+}
+
+// close closes the app with closeApp.
+func (n *lifeNode) close(t *testing.T) {
+	t.Helper()
+	err := closeApp(n.app)
 	n.app = nil
 	if err != nil {
 		t.Fatalf("%s: close: %v", n.name, err)

@@ -43,17 +43,19 @@ const (
 	testChainID = "memiavl-test"
 )
 
-func newTestApp(t *testing.T, db dbm.DB, opts ...func(*baseapp.BaseApp)) *testApp {
+// newAuthBankApp is the base of the test apps: a BaseApp on db (opts, then
+// the test chain ID) with the auth and bank modules' stores mounted and their
+// message services registered. The caller mounts further stores, sets the
+// ABCI handlers and loads a version; mm is the two modules' manager.
+func newAuthBankApp(t *testing.T, db dbm.DB, opts ...func(*baseapp.BaseApp)) (app *testApp, mm *module.Manager) {
 	t.Helper()
 	encCfg := moduletestutil.MakeTestEncodingConfig(auth.AppModuleBasic{}, bank.AppModuleBasic{})
 	keys := storetypes.NewKVStoreKeys(authtypes.StoreKey, banktypes.StoreKey)
-	tkeys := storetypes.NewTransientStoreKeys("transient_test")
 	logger := log.NewNopLogger()
 	opts = append(opts, baseapp.SetChainID(testChainID))
 	bapp := baseapp.NewBaseApp("memiavl-test", logger, db, encCfg.TxConfig.TxDecoder(), opts...)
 	bapp.SetInterfaceRegistry(encCfg.InterfaceRegistry)
 	bapp.MountKVStores(keys)
-	bapp.MountTransientStores(tkeys)
 
 	ac := addresscodec.NewBech32Codec(sdk.Bech32MainPrefix)
 	authority := authtypes.NewModuleAddress("gov").String()
@@ -61,7 +63,7 @@ func newTestApp(t *testing.T, db dbm.DB, opts ...func(*baseapp.BaseApp)) *testAp
 		authtypes.ProtoBaseAccount, map[string][]string{}, ac, sdk.Bech32MainPrefix, authority)
 	bankKeeper := bankkeeper.NewBaseKeeper(encCfg.Codec, runtime.NewKVStoreService(keys[banktypes.StoreKey]),
 		accountKeeper, nil, authority, logger)
-	mm := module.NewManager(
+	mm = module.NewManager(
 		auth.NewAppModule(encCfg.Codec, accountKeeper, nil, nil),
 		bank.NewAppModule(encCfg.Codec, bankKeeper, accountKeeper, nil),
 	)
@@ -69,29 +71,46 @@ func newTestApp(t *testing.T, db dbm.DB, opts ...func(*baseapp.BaseApp)) *testAp
 	if err := mm.RegisterServices(module.NewConfigurator(encCfg.Codec, bapp.MsgServiceRouter(), bapp.GRPCQueryRouter())); err != nil {
 		t.Fatal(err)
 	}
+	return &testApp{BaseApp: bapp, encCfg: encCfg}, mm
+}
+
+// initAuthBankGenesis runs the InitGenesis of mm's modules on their parts of
+// the genesis state in req.
+func (a *testApp) initAuthBankGenesis(ctx sdk.Context, mm *module.Manager, req *abci.RequestInitChain) error {
+	var genesis map[string]json.RawMessage
+	if err := json.Unmarshal(req.AppStateBytes, &genesis); err != nil {
+		return err
+	}
+	// the module manager's InitGenesis insists on a validator set,
+	// which needs the staking module; run the two modules' directly
+	for _, name := range mm.OrderInitGenesis {
+		mm.Modules[name].(module.HasGenesis).InitGenesis(ctx, a.encCfg.Codec, genesis[name])
+	}
+	return nil
+}
+
+func newTestApp(t *testing.T, db dbm.DB, opts ...func(*baseapp.BaseApp)) *testApp {
+	t.Helper()
+	app, mm := newAuthBankApp(t, db, opts...)
+	tkeys := storetypes.NewTransientStoreKeys("transient_test")
+	app.MountTransientStores(tkeys)
 	tkey := tkeys["transient_test"]
-	bapp.SetInitChainer(func(ctx sdk.Context, req *abci.RequestInitChain) (*abci.ResponseInitChain, error) {
-		var genesis map[string]json.RawMessage
-		if err := json.Unmarshal(req.AppStateBytes, &genesis); err != nil {
+	app.SetInitChainer(func(ctx sdk.Context, req *abci.RequestInitChain) (*abci.ResponseInitChain, error) {
+		if err := app.initAuthBankGenesis(ctx, mm, req); err != nil {
 			return nil, err
-		}
-		// the module manager's InitGenesis insists on a validator set,
-		// which needs the staking module; run the two modules' directly
-		for _, name := range mm.OrderInitGenesis {
-			mm.Modules[name].(module.HasGenesis).InitGenesis(ctx, encCfg.Codec, genesis[name])
 		}
 		return &abci.ResponseInitChain{}, nil
 	})
-	bapp.SetBeginBlocker(func(ctx sdk.Context) (sdk.BeginBlock, error) {
+	app.SetBeginBlocker(func(ctx sdk.Context) (sdk.BeginBlock, error) {
 		// the transient store is written every block and never committed
 		ctx.KVStore(tkey).Set([]byte("height"), sdk.Uint64ToBigEndian(uint64(ctx.BlockHeight())))
 		return mm.BeginBlock(ctx)
 	})
-	bapp.SetEndBlocker(mm.EndBlock)
-	if err := bapp.LoadLatestVersion(); err != nil {
+	app.SetEndBlocker(mm.EndBlock)
+	if err := app.LoadLatestVersion(); err != nil {
 		t.Fatal(err)
 	}
-	return &testApp{BaseApp: bapp, encCfg: encCfg}
+	return app
 }
 
 func testAccounts(n int) []sdk.AccAddress {
