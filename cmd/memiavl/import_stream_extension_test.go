@@ -22,24 +22,8 @@ import (
 // that a damaged file is refused (exit 1, no database left) with extensions
 // as without, and a sound one gives the source's app hash.
 func TestCLIImportDamagedStreamWithExtension(t *testing.T) {
-	db := t.TempDir()
-	makeDB(t, db, 0.01, 20, 10)
-	os.Remove(filepath.Join(db, "LOCK"))
+	good, plain := exportedStream(t)
 	files := t.TempDir()
-	good := filepath.Join(files, "good.bin")
-	mustCLI(t, "export", db, good)
-	raw, err := os.ReadFile(good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := zlib.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// find a leaf value to damage
 	rd := protoio.NewDelimitedReader(bytes.NewReader(plain), 64<<20)
 	var value []byte
@@ -60,10 +44,8 @@ func TestCLIImportDamagedStreamWithExtension(t *testing.T) {
 	var full bytes.Buffer
 	full.Write(plain)
 	w := protoio.NewDelimitedWriter(&full)
-	for _, it := range []*snapshottypes.SnapshotItem{
-		{Item: &snapshottypes.SnapshotItem_Extension{Extension: &snapshottypes.SnapshotExtensionMeta{Name: "wasm", Format: 1}}},
-		{Item: &snapshottypes.SnapshotItem_ExtensionPayload{ExtensionPayload: &snapshottypes.SnapshotExtensionPayload{Payload: bytes.Repeat([]byte("w"), 1<<20)}}},
-	} {
+	ext, pay := wasmExtension(), extensionPayload(bytes.Repeat([]byte("w"), 1<<20))
+	for _, it := range []*snapshottypes.SnapshotItem{&ext, &pay} {
 		if err := w.WriteMsg(it); err != nil {
 			t.Fatal(err)
 		}

@@ -16,15 +16,16 @@ import (
 	protoio "github.com/cosmos/gogoproto/io"
 )
 
-// tailStreamItems exports a small database and returns its stream's items.
-func tailStreamItems(t *testing.T) []snapshottypes.SnapshotItem {
+// exportedStream makes a small database, exports it with `export`, and
+// returns the export's path and its decompressed stream of items.
+func exportedStream(t *testing.T) (path string, plain []byte) {
 	t.Helper()
 	db := t.TempDir()
 	makeDB(t, db, 0.01, 20, 10)
 	os.Remove(filepath.Join(db, "LOCK"))
-	good := filepath.Join(t.TempDir(), "good.bin")
-	mustCLI(t, "export", db, good)
-	raw, err := os.ReadFile(good)
+	path = filepath.Join(t.TempDir(), "good.bin")
+	mustCLI(t, "export", db, path)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,10 +33,28 @@ func tailStreamItems(t *testing.T) []snapshottypes.SnapshotItem {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := io.ReadAll(zr)
+	plain, err = io.ReadAll(zr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return path, plain
+}
+
+// wasmExtension is the item that starts the part of a snapshot extension
+// "wasm" in format 1.
+func wasmExtension() snapshottypes.SnapshotItem {
+	return snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_Extension{Extension: &snapshottypes.SnapshotExtensionMeta{Name: "wasm", Format: 1}}}
+}
+
+// extensionPayload is an extension payload item carrying p.
+func extensionPayload(p []byte) snapshottypes.SnapshotItem {
+	return snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_ExtensionPayload{ExtensionPayload: &snapshottypes.SnapshotExtensionPayload{Payload: p}}}
+}
+
+// tailStreamItems exports a small database and returns its stream's items.
+func tailStreamItems(t *testing.T) []snapshottypes.SnapshotItem {
+	t.Helper()
+	_, plain := exportedStream(t)
 	rd := protoio.NewDelimitedReader(bytes.NewReader(plain), 64<<20)
 	var items []snapshottypes.SnapshotItem
 	for {
@@ -83,8 +102,7 @@ func TestCLIImportStoreAfterExtension(t *testing.T) {
 	}
 	last := storeIdx[len(storeIdx)-1]
 	lastName := items[last].GetStore().Name
-	ext := snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_Extension{Extension: &snapshottypes.SnapshotExtensionMeta{Name: "wasm", Format: 1}}}
-	pay := snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_ExtensionPayload{ExtensionPayload: &snapshottypes.SnapshotExtensionPayload{Payload: []byte("p")}}}
+	ext, pay := wasmExtension(), extensionPayload([]byte("p"))
 	var mixed []snapshottypes.SnapshotItem
 	mixed = append(mixed, items[:last]...)
 	mixed = append(mixed, ext, pay)
@@ -107,8 +125,7 @@ func TestCLIImportStoreAfterExtension(t *testing.T) {
 // come first, the rest only after the interrupt.
 func TestCLIImportInterruptedWhileDraining(t *testing.T) {
 	items := tailStreamItems(t)
-	ext := snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_Extension{Extension: &snapshottypes.SnapshotExtensionMeta{Name: "wasm", Format: 1}}}
-	pay := snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_ExtensionPayload{ExtensionPayload: &snapshottypes.SnapshotExtensionPayload{Payload: bytes.Repeat([]byte("w"), 4<<20)}}}
+	ext, pay := wasmExtension(), extensionPayload(bytes.Repeat([]byte("w"), 4<<20))
 	var head, tail bytes.Buffer
 	w := protoio.NewDelimitedWriter(&head)
 	for i := range items {
@@ -153,8 +170,7 @@ func TestCLIImportInterruptedWhileDraining(t *testing.T) {
 // after the stores.
 func TestCLIImportDrainDamage(t *testing.T) {
 	items := tailStreamItems(t)
-	ext := snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_Extension{Extension: &snapshottypes.SnapshotExtensionMeta{Name: "wasm", Format: 1}}}
-	pay := snapshottypes.SnapshotItem{Item: &snapshottypes.SnapshotItem_ExtensionPayload{ExtensionPayload: &snapshottypes.SnapshotExtensionPayload{Payload: bytes.Repeat([]byte("w"), 1<<20)}}}
+	ext, pay := wasmExtension(), extensionPayload(bytes.Repeat([]byte("w"), 1<<20))
 	enc := tailEncode(t, append(items, ext, pay))
 	for name, data := range map[string][]byte{
 		"truncated": enc[:len(enc)-2],
