@@ -367,7 +367,10 @@ func verifiedRecordFrom(f file, from, size, next int64) (bool, error) {
 	const window = 1 << 20
 	buf := make([]byte, window+frameHeaderSize+8)
 	var body []byte
-	maxV := next + (size-from)/(frameHeaderSize+minBodySize)
+	maxV := int64(math.MaxInt64) // next plus one per smallest record, without wrapping around
+	if n := (size - from) / (frameHeaderSize + minBodySize); next <= math.MaxInt64-n {
+		maxV = next + n
+	}
 	budget := 2*(size-from) + window
 	for start := from; start+frameHeaderSize+minBodySize <= size; start += window {
 		b := buf[:min(int64(len(buf)), size-start)]
