@@ -132,6 +132,23 @@ type mountedStores struct {
 	keysByName map[string]types.StoreKey
 }
 
+// store returns the loaded store of that name, nil if there is none (or
+// m is nil: before a load).
+func (m *mountedStores) store(name string) types.Store {
+	if m == nil || m.db == nil {
+		return nil
+	}
+	key := m.keysByName[name]
+	if key == nil {
+		return nil
+	}
+	st, ok := m.stores[key]
+	if !ok || !live(st) {
+		return nil
+	}
+	return st
+}
+
 // publishStores publishes the loaded stores of db and a copy of the keys
 // by name; s.stores is not changed after it.
 func (s *MultiStore) publishStores(db *multitree.DB) {
@@ -252,19 +269,10 @@ func (s *MultiStore) StoreKeysByName() map[string]types.StoreKey { return s.keys
 // GetStoreByName returns the loaded store of that name, nil if there is
 // none. It may be called from any goroutine (Query calls it).
 func (s *MultiStore) GetStoreByName(name string) types.Store {
-	m := s.published.Load()
-	if m == nil || m.db == nil {
-		return nil
+	if st := s.published.Load().store(name); st != nil {
+		return st
 	}
-	key := m.keysByName[name]
-	if key == nil {
-		return nil
-	}
-	st, ok := m.stores[key]
-	if !ok || !live(st) {
-		return nil
-	}
-	return st
+	return nil
 }
 
 // GetStore implements types.MultiStore; it panics if the store does not exist.

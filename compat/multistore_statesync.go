@@ -27,6 +27,10 @@ func (s *MultiStore) Snapshot(height uint64, protoWriter protoio.Writer) error {
 		return ErrNotLoaded
 	}
 	if height > uint64(db.Version()) {
+		if !s.views.boundTo(db) {
+			// closed or reloaded meanwhile: its version is 0 once closed
+			return ErrNotLoaded
+		}
 		return errorsmod.Wrapf(types.ErrLogic, "cannot snapshot future height %v", height)
 	}
 	// the snapshot manager's extensions read height after this returns,

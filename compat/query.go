@@ -51,12 +51,14 @@ func (s *MultiStore) Query(req *types.RequestQuery) (*types.ResponseQuery, error
 		return &types.ResponseQuery{}, err
 	}
 	emptied := false
-	if store := s.GetStoreByName(storeName); store == nil {
-		if m := s.published.Load(); m != nil && m.db == nil {
-			// a reload in progress (or one that failed): no store is
-			// loaded, but the multistore was
-			return &types.ResponseQuery{}, ErrNotLoaded
-		}
+	// the stores of one load, read once (a reload publishes others)
+	m := s.published.Load()
+	if m != nil && m.db == nil {
+		// a reload in progress (or one that failed): no store is
+		// loaded, but the multistore was
+		return &types.ResponseQuery{}, ErrNotLoaded
+	}
+	if store := m.store(storeName); store == nil {
 		if m := s.removing.Load(); m == nil || !(*m)[storeName] {
 			return &types.ResponseQuery{}, errorsmod.Wrapf(types.ErrUnknownRequest, "no such store: %s", storeName)
 		}
@@ -130,6 +132,15 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery, emptied b
 	if db == nil {
 		return &types.ResponseQuery{}, nil, ErrNotLoaded
 	}
+	defer func() {
+		// A Close or a reload that began meanwhile unbound the view cache
+		// before it closed db: what was read since (the latest version
+		// of a closed database is 0, a version its views no longer
+		// serve) may not be the answer.
+		if !s.views.boundTo(db) {
+			res, info, err = &types.ResponseQuery{}, nil, ErrNotLoaded
+		}
+	}()
 	var view *multitree.View
 	var tree *memiavl.Tree
 	defer func() {

@@ -105,6 +105,15 @@ func (c *viewCache) unhold(version int64) {
 
 // get returns the view of version, pinned for the caller (who must Unpin
 // it), opening it if it is not cached.
+// boundTo reports whether the cache serves db: not after a Close or a
+// reload began (which unbind the cache before they swap the database out
+// and close it).
+func (c *viewCache) boundTo(db *multitree.DB) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.db == db
+}
+
 func (c *viewCache) get(db *multitree.DB, version int64) (*multitree.View, error) {
 	c.mu.Lock()
 	if c.mu.db != db {
