@@ -22,27 +22,14 @@ import (
 )
 
 // stressModel is the committed states and app hashes per height.
-type stressModel struct {
-	mu     sync.Mutex
-	states map[int64]map[string]map[string]string
-	hashes map[int64][]byte
-}
-
-func (m *stressModel) state(h int64) map[string]map[string]string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.states[h]
-}
+type stressModel struct{ besideHistory }
 
 // hash returns the app hash of h, waiting a little for a Commit that has
 // returned to the store's readers but not yet to the test's model.
 func (m *stressModel) hash(h int64) []byte {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		m.mu.Lock()
-		b := m.hashes[h]
-		m.mu.Unlock()
-		if b != nil || time.Now().After(deadline) {
+		if b := m.besideHistory.hash(h); b != nil || time.Now().After(deadline) {
 			return b
 		}
 		runtime.Gosched()
@@ -138,7 +125,7 @@ func stressRun(t *testing.T, vr stressVariant, blocks int) {
 			ms.Close()
 		}
 	})
-	model := &stressModel{states: map[int64]map[string]map[string]string{}, hashes: map[int64][]byte{}}
+	model := &stressModel{besideHistory{states: map[int64]map[string]map[string]string{}, hashes: map[int64][]byte{}}}
 	cur := map[string]map[string]string{"a": {}, "b": {}}
 	r := rand.New(rand.NewSource(vr.seed*1000 + int64(blocks) + vr.interval*7 + int64(vr.views)))
 	commitBlock := func() {
