@@ -269,10 +269,7 @@ func (s *MultiStore) StoreKeysByName() map[string]types.StoreKey { return s.keys
 // GetStoreByName returns the loaded store of that name, nil if there is
 // none. It may be called from any goroutine (Query calls it).
 func (s *MultiStore) GetStoreByName(name string) types.Store {
-	if st := s.published.Load().store(name); st != nil {
-		return st
-	}
-	return nil
+	return s.published.Load().store(name)
 }
 
 // GetStore implements types.MultiStore; it panics if the store does not exist.
@@ -696,7 +693,7 @@ func (s *MultiStore) closeDB() error {
 		// snapshots the last committed block read from, and of those the
 		// working version read from since. Both stay mapped until the
 		// next Commit ends (or Close), as without the reload.
-		held := s.takeBlockViews()
+		held := s.swapBlockViews(nil) // kept, not released
 		if v, err := db.View(); err == nil {
 			held = append(held, v)
 		}
@@ -1022,10 +1019,8 @@ func (s *MultiStore) holdBlockViews(vs ...*multitree.View) {
 	}
 }
 
-// takeBlockViews removes the views held (blockViews) without releasing
-// them, and returns them.
-func (s *MultiStore) takeBlockViews() []*multitree.View { return s.swapBlockViews(nil) }
-
+// swapBlockViews makes p the views held (blockViews) and returns those
+// held before, without releasing them.
 func (s *MultiStore) swapBlockViews(p *[]*multitree.View) []*multitree.View {
 	if old := s.blockViews.Swap(p); old != nil {
 		return *old

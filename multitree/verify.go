@@ -241,16 +241,11 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 		// recorded with snapshot 0) may put later than 1: the log after
 		// snapshot 0 may start later. A newer snapshot records the
 		// initial version the database had when it was written.
-		path := filepath.Join(dir, snapshotDirName(versions[1]), metadataFileName)
-		b, err := readRegularFile(path)
+		path, m, err := readSnapshotMetadata(dir, versions[1])
 		if err != nil {
 			if pruned(dir, versions[1]) {
 				return rep, fmt.Errorf("snapshot %d was removed while it was verified: %w", versions[1], err)
 			}
-			return rep, err
-		}
-		m, err := decodeMetadata(path, b)
-		if err != nil {
 			return rep, err
 		}
 		if first := max(m.InitialVersion, 1); rep.WALFirst > first && rep.WALLast >= first {
@@ -296,16 +291,23 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	return rep, nil
 }
 
+// readSnapshotMetadata reads and decodes the metadata of the snapshot of
+// version v in dir, and returns it with its path.
+func readSnapshotMetadata(dir string, v int64) (string, *metadata, error) {
+	path := filepath.Join(dir, snapshotDirName(v), metadataFileName)
+	b, err := readRegularFile(path)
+	if err != nil {
+		return path, nil, err
+	}
+	m, err := decodeMetadata(path, b)
+	return path, m, err
+}
+
 // checkSnapshotChain rebuilds version next from the kept snapshot base and
 // the log, and compares its stores and root hashes with those snapshot next
 // records in its metadata: an ErrCorrupt if they differ.
 func (db *DB) checkSnapshotChain(base, next int64) error {
-	path := filepath.Join(db.dir, snapshotDirName(next), metadataFileName)
-	b, err := readRegularFile(path)
-	if err != nil {
-		return err
-	}
-	m, err := decodeMetadata(path, b)
+	path, m, err := readSnapshotMetadata(db.dir, next)
 	if err != nil {
 		return err
 	}
