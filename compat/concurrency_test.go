@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"runtime"
 	"sort"
@@ -32,6 +33,17 @@ func (h *besideHistory) state(v int64) map[string]map[string]string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.states[v]
+}
+
+// record records a copy of cur as the state of version v.
+func (h *besideHistory) record(v int64, cur map[string]map[string]string) {
+	snap := make(map[string]map[string]string, len(cur))
+	for name, m := range cur {
+		snap[name] = maps.Clone(m)
+	}
+	h.mu.Lock()
+	h.states[v] = snap
+	h.mu.Unlock()
 }
 
 func (h *besideHistory) hash(v int64) []byte {
@@ -112,17 +124,7 @@ func besideRun(t *testing.T, p *pair, blocks int, back int) {
 			}
 		}
 		next := p.ours.LatestVersion() + 1
-		snap := map[string]map[string]string{}
-		for name, m := range cur {
-			c := make(map[string]string, len(m))
-			for k, v := range m {
-				c[k] = v
-			}
-			snap[name] = c
-		}
-		hist.mu.Lock()
-		hist.states[next] = snap
-		hist.mu.Unlock()
+		hist.record(next, cur)
 		// a CheckTx-like branch of the working state, read between blocks
 		br := p.ours.CacheMultiStore()
 		br.GetKVStore(p.keys["a"]).Get([]byte("k001"))

@@ -34,6 +34,21 @@ import (
 
 var smallMount = mount{iavl: []string{"a", "b"}, transient: "t", memory: "m"}
 
+// listenedValueIs reports, under a fault guard (the value may be a slice
+// of an unmapped snapshot), whether the change set's pair of key holds
+// want: "true", "false", "no <key>", or the panic.
+func listenedValueIs(changes []*types.StoreKVPair, key string, want []byte) string {
+	return outcome(func() any {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		for _, kv := range changes {
+			if string(kv.Key) == key {
+				return bytes.Equal(kv.Value, want)
+			}
+		}
+		return "no " + key
+	})
+}
+
 // outcome runs f and describes its result or panic, to compare behaviours.
 func outcome(f func() any) (s string) {
 	defer func() {
@@ -907,16 +922,7 @@ func TestZeroCopyListenerAcrossSwitch(t *testing.T) {
 	for deadline := time.Now().Add(time.Second); mapped() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	got := outcome(func() any {
-		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-		for _, kv := range changes {
-			if string(kv.Key) == "k2" {
-				return bytes.Equal(kv.Value, want)
-			}
-		}
-		return "no k2"
-	})
-	if got != "true" {
+	if got := listenedValueIs(changes, "k2", want); got != "true" {
 		t.Fatalf("the listener's value of k2 after the switching Commit, equal to k1's: %s", got)
 	}
 	ms.Commit()

@@ -147,17 +147,7 @@ func stressRun(t *testing.T, vr stressVariant, blocks int) {
 		br.GetKVStore(keys["t"]).Set([]byte("x"), []byte("y"))
 		br.Write()
 		next := ms.LatestVersion() + 1
-		snap := map[string]map[string]string{}
-		for name, m := range cur {
-			c := make(map[string]string, len(m))
-			for k, v := range m {
-				c[k] = v
-			}
-			snap[name] = c
-		}
-		model.mu.Lock()
-		model.states[next] = snap
-		model.mu.Unlock()
+		model.record(next, cur)
 		id := ms.Commit()
 		if id.Version != next {
 			t.Errorf("committed %d, want %d", id.Version, next)
