@@ -17,9 +17,10 @@ import (
 // The files written are the same bytes as the node-by-node path gives.
 //
 // Only the fields that make the tree are checked, as the node-by-node path
-// checks them: node versions against the writer's version, keys strictly
-// increasing, the entries contiguous and matching the records' lengths, and
-// the branches forming one binary tree over the leaves with consistent
+// checks them: node versions against the writer's version and each
+// branch's against its children's (not older), keys strictly increasing,
+// the entries contiguous and matching the records' lengths, and the
+// branches forming one binary tree over the leaves with consistent
 // heights. Hashes are copied as recorded; Verify recomputes them. A subtree
 // of s that fails a check gives an error wrapping ErrCorrupt (ErrKeyOrder
 // for keys out of order, as AddLeaf) and fails the writer, never a panic.
@@ -114,8 +115,10 @@ func (w *Writer) addSubtree(s *Snapshot, r Ref) error {
 	p := pending{first: first, size: size, height: height}
 	if r.IsLeaf() {
 		copy(p.hash[:], s.LeafHash(lo))
+		p.version = s.LeafVersion(lo)
 	} else {
 		copy(p.hash[:], s.BranchHash(b1-1))
+		p.version = s.BranchVersion(b1 - 1)
 	}
 	w.stack = append(w.stack, p)
 	w.branchCount += b1 - b0
@@ -131,25 +134,25 @@ func (w *Writer) checkSubtreeShape(s *Snapshot, lo, hi, b0, b1 uint64) (uint8, e
 	defer func() { w.shape = stack[:0] }()
 	// child pops the subtree over leaves [cf, ce) if it is on top of the
 	// stack; a single leaf is not on the stack
-	child := func(cf, ce uint64) (uint8, bool) {
+	child := func(cf, ce uint64) (uint8, int64, bool) {
 		if ce-cf == 1 {
-			return 0, true
+			return 0, s.LeafVersion(cf), true
 		}
 		n := len(stack)
 		if n == 0 || stack[n-1].first != cf || stack[n-1].first+stack[n-1].size != ce {
-			return 0, false
+			return 0, 0, false
 		}
-		h := stack[n-1].height
+		h, v := stack[n-1].height, stack[n-1].version
 		stack = stack[:n-1]
-		return h, true
+		return h, v, true
 	}
 	for j := b0; j < b1; j++ {
 		f, k, e, err := s.branchLayout(j)
 		if err != nil {
 			return 0, err
 		}
-		hr, okR := child(k, e)
-		hl, okL := child(f, k)
+		hr, vr, okR := child(k, e)
+		hl, vl, okL := child(f, k)
 		if !okR || !okL || f < lo || e > hi {
 			return 0, s.branchError(j, branchOffSize, "leaves [%d, %d) split at %d are not the post-order of a subtree over [%d, %d)", f, e, k, lo, hi)
 		}
@@ -157,10 +160,15 @@ func (w *Writer) checkSubtreeShape(s *Snapshot, lo, hi, b0, b1 uint64) (uint8, e
 		if int(h) != int(max(hl, hr))+1 || hl > hr+1 || hr > hl+1 {
 			return 0, s.branchError(j, branchOffHeight, "height %d with children of heights %d and %d", h, hl, hr)
 		}
+		v := s.BranchVersion(j)
+		if c := max(vl, vr); v < c {
+			// copy-on-write saves a node with or after its children
+			return 0, s.branchError(j, branchOffVersion, "version %d older than its child's %d", v, c)
+		}
 		if len(stack) >= maxPending {
 			return 0, s.branchError(j, branchOffSize, "more than %d subtrees without a parent", maxPending)
 		}
-		stack = append(stack, pending{first: f, size: e - f, height: h})
+		stack = append(stack, pending{first: f, size: e - f, version: v, height: h})
 	}
 	switch {
 	case b0 == b1 && hi-lo == 1:

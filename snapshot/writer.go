@@ -86,10 +86,11 @@ type dataFile struct {
 
 // pending is a finished subtree waiting for its parent.
 type pending struct {
-	first  uint64 // index of its leftmost leaf
-	size   uint64 // number of leaves
-	height uint8
-	hash   [HashSize]byte
+	first   uint64 // index of its leftmost leaf
+	size    uint64 // number of leaves
+	version int64  // its root's version
+	height  uint8
+	hash    [HashSize]byte
 }
 
 // Writer streams the nodes of one tree, in post-order, into a new snapshot
@@ -337,7 +338,7 @@ func (w *Writer) AddLeaf(key, value []byte, version int64, hash []byte) error {
 		return w.fail(fmt.Errorf("snapshot: write key hashes: %w", err))
 	}
 
-	p := pending{first: w.leafCount, size: 1}
+	p := pending{first: w.leafCount, size: 1, version: version}
 	copy(p.hash[:], hash)
 	w.stack = append(w.stack, p)
 	w.lastKey = append(w.lastKey[:0], key...)
@@ -348,8 +349,10 @@ func (w *Writer) AddLeaf(key, value []byte, version int64, hash []byte) error {
 
 // AddBranch appends the next inner node in post-order: its children are the
 // two subtrees completed last. size must be the sum of their sizes, height
-// one more than the larger of their heights, and their heights may differ by
-// at most one.
+// one more than the larger of their heights, their heights may differ by
+// at most one, and version may not be older than theirs (a node is saved
+// with or after its children). A branch that breaks a rule fails the
+// writer (ErrTreeShape, ErrInvalidNode for the version).
 func (w *Writer) AddBranch(height uint8, size int64, version int64, hash []byte) error {
 	if err := w.usable(); err != nil {
 		return err
@@ -376,12 +379,18 @@ func (w *Writer) AddBranch(height uint8, size int64, version int64, hash []byte)
 	if d := int(left.height) - int(right.height); d < -1 || d > 1 {
 		return w.fail(fmt.Errorf("%w: branch %d children heights %d and %d", ErrTreeShape, w.branchCount, left.height, right.height))
 	}
+	if c := max(left.version, right.version); version < c {
+		// copy-on-write saves a node with or after its children (Verify
+		// refuses the file otherwise)
+		return w.fail(fmt.Errorf("%w: branch %d version %d older than its child's %d", ErrInvalidNode, w.branchCount, version, c))
+	}
 
 	putBranch(&w.rec, hash, version, uint64(size), left.first, right.first, height)
 	if _, err := w.files[metaFileIndexBranch].buf.Write(w.rec[:]); err != nil {
 		return w.fail(fmt.Errorf("snapshot: write %s: %w", FileBranches, err))
 	}
 	left.size = uint64(size)
+	left.version = version
 	left.height = height
 	copy(left.hash[:], hash)
 	w.stack = w.stack[:n-1]
