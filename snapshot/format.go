@@ -79,7 +79,8 @@ import (
 //
 //	offset  size  field
 //	     0    32  node hash
-//	    32     8  node version (int64, 1 <= version <= tree version)
+//	    32     8  node version (int64, 1 <= version <= tree version, not
+//	              older than either child's)
 //	    40     5  size: number of leaves under the node (uint40)
 //	    45     5  first leaf: index of the leftmost leaf under the node (uint40)
 //	    50     5  key leaf: index of the leftmost leaf of the right subtree,
