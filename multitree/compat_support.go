@@ -129,7 +129,9 @@ func latestVersionOnce(dir string) (int64, error) {
 	last := int64(0)
 	walDir := filepath.Join(dir, walDirName)
 	if _, err := os.Stat(walDir); err == nil {
-		log, err := wal.Open(walDir, wal.Options{ReadOnly: true})
+		// as Open: damage after an unfinished rollback's target is the
+		// rollback's cut of the log, interrupted (see Options.Discarding)
+		log, err := wal.Open(walDir, wal.Options{ReadOnly: true, Discarding: pending})
 		if err != nil {
 			return 0, err
 		}
