@@ -116,7 +116,7 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	if res.Snapshots, err = multitree.SnapshotVersions(dir); err != nil {
 		return err
 	}
-	if res.WALFirst, res.WALLast, err = walRange(filepath.Join(from, walDirName)); err != nil {
+	if res.WALFirst, res.WALLast, err = walRange(filepath.Join(from, walDirName), unfinishedRollback(from)); err != nil {
 		return err
 	}
 	snapDir := filepath.Join(from, snapshotDirName(res.SnapshotVersion))
@@ -175,13 +175,26 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	return nil
 }
 
+// unfinishedRollback returns the target of the rollback the database in
+// dir has begun and not finished, 0 if none (or if its record cannot be
+// read: the log is then read as if none were).
+func unfinishedRollback(dir string) int64 {
+	to, err := multitree.UnfinishedRollback(dir)
+	if err != nil {
+		return 0
+	}
+	return to
+}
+
 // walRange returns the first and last version of the log in dir (0, 0 when
-// it is empty or absent).
-func walRange(dir string) (first, last int64, err error) {
+// it is empty or absent). rollbackTo is the target of the database's
+// unfinished rollback, if any: damage after it is that rollback's
+// interrupted cut of the log (see wal.Options.Discarding).
+func walRange(dir string, rollbackTo int64) (first, last int64, err error) {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return 0, 0, nil
 	}
-	l, err := wal.Open(dir, wal.Options{ReadOnly: true})
+	l, err := wal.Open(dir, wal.Options{ReadOnly: true, Discarding: rollbackTo})
 	if err != nil {
 		return 0, 0, err
 	}

@@ -292,7 +292,7 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	}
 	written := dirSize(filepath.Join(dir, snapshotDirName(version)))
 	kept, _ := multitree.SnapshotVersions(dir)
-	first, last, _ := walRange(filepath.Join(dir, walDirName))
+	first, last, _ := walRange(filepath.Join(dir, walDirName), 0)
 	var t table
 	t.add("snapshot", "%s written: %s in %.2fs (%.1f MB/s)", snapshotDirName(version), formatBytes(written),
 		elapsed.Seconds(), float64(written)/1e6/max(elapsed.Seconds(), 1e-9))

@@ -186,7 +186,10 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 	if (err != nil || !isLogDir) && !segs {
 		return fmt.Errorf("%s is neither a memiavl database nor its log directory (no %s, no log segments)", dir, currentName)
 	}
-	l, err := wal.Open(walDir, wal.Options{ReadOnly: true})
+	// damage after an unfinished rollback's target is its interrupted cut
+	// of the log, a torn tail as a database's open reads it
+	rollbackTo := unfinishedRollback(db)
+	l, err := wal.Open(walDir, wal.Options{ReadOnly: true, Discarding: rollbackTo})
 	if err != nil {
 		return err
 	}
@@ -195,7 +198,8 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 		walDumpOpened()
 	}
 	first, last := l.FirstVersion(), l.LastVersion()
-	if tt, ok := l.TornTail(); ok {
+	tt, torn := l.TornTail()
+	if torn {
 		// the database's version, which its snapshot may hold beyond
 		// the log's end
 		at := last
@@ -206,7 +210,7 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 		}
 		fmt.Fprintf(diag, "wal dump: warning: %s\n", tornTailText(tt, at, false))
 	}
-	if to, err := multitree.UnfinishedRollback(db); err == nil && to > 0 && to < last {
+	if to := rollbackTo; to > 0 && (to < last || torn) {
 		fmt.Fprintf(diag, "wal dump: warning: a rollback to version %d is unfinished: the entries after it are not part of the database, and the next writable open removes them\n", to)
 	}
 	if last == 0 {
