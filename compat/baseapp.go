@@ -32,7 +32,10 @@ import (
 // When the app's database (application.db) holds rootmulti state and this
 // database has no committed version, the load logs an error: the node starts
 // from an empty state, which the consensus engine fills by replaying every
-// block from genesis. Migrate the state first ('memiavl import-iavl').
+// block from genesis. Migrate the state first ('memiavl import-iavl'). When
+// this database has versions but application.db a later one (the store was
+// disabled for a while), the load logs a warning: the consensus engine
+// replays the blocks after this database's height.
 //
 // BaseApp.Close does not close its multistore: the app's Close should close
 // it (it implements io.Closer) so that an asynchronous log is flushed.

@@ -457,6 +457,9 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	if db.Version() == 0 && s.appDBVersion > 0 {
 		s.logger.Error("memiavl: this database has no committed version, but the app's database (application.db) holds rootmulti state at a later height: the node starts from an empty state, and the consensus engine replays every block from genesis (or fails where its block store is pruned). To keep the state, stop the node and migrate it: memiavl import-iavl <home>/data/application.db "+s.dir+" (which replaces this database, as it holds no committed version). A node that is to state-sync instead should have its stale application.db removed.",
 			"dir", s.dir, "application_db_height", s.appDBVersion)
+	} else if v := db.Version(); v > 0 && s.appDBVersion > v {
+		s.logger.Warn("memiavl: the app's database (application.db) holds rootmulti state at a later height than this database (the store was disabled meanwhile, and rootmulti committed the blocks since): the consensus engine replays the blocks after this database's height (or fails where its block store is pruned). The rootmulti state of those heights is not used; to use it instead, stop the node, move this database aside and migrate: memiavl import-iavl <home>/data/application.db "+s.dir,
+			"dir", s.dir, "version", v, "application_db_height", s.appDBVersion)
 	}
 	if tt, ok := db.LogTornTail(); ok {
 		s.logger.Error("memiavl: the write-ahead log ended in a torn tail, which was cut off: an append a crash interrupted, or a damaged last record",

@@ -97,8 +97,10 @@ func TestSetupCarriesPruning(t *testing.T) {
 }
 
 // TestEnableBesideRootMultiState checks that a node switched to the store
-// without migrating its rootmulti state is told so at the load, and that
-// the message is gone once the store has its own versions.
+// without migrating its rootmulti state is told so at the load, that the
+// message is gone once the store has its own versions, and that a load
+// says so when rootmulti committed later heights meanwhile (the store
+// disabled for a while).
 func TestEnableBesideRootMultiState(t *testing.T) {
 	appDB := dbm.NewMemDB()
 	key := storetypes.NewKVStoreKey("bank")
@@ -151,9 +153,25 @@ func TestEnableBesideRootMultiState(t *testing.T) {
 		t.Fatalf("import over a database at version 4: %v", err)
 	}
 	ms, out = load()
-	defer ms.Close()
 	if strings.Contains(out, "import-iavl") || ms.LastCommitID().Version != 4 {
 		t.Fatalf("version %d, message at a load with versions of its own:\n%s", ms.LastCommitID().Version, out)
+	}
+	if err := ms.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// the store disabled for a while: rootmulti goes on from 3 to 6; the
+	// load says this database is behind the app's database
+	for i := 0; i < 3; i++ {
+		rs.GetKVStore(key).Set([]byte{byte(i)}, []byte("w"))
+		rs.Commit()
+	}
+	ms, out = load()
+	defer ms.Close()
+	if !strings.Contains(out, "later height than this database") || !strings.Contains(out, "version=4") || !strings.Contains(out, "application_db_height=6") {
+		t.Fatalf("no message about the app database's later state at the load:\n%s", out)
+	}
+	if v := ms.LastCommitID().Version; v != 4 {
+		t.Fatalf("version %d, want 4", v)
 	}
 }
 
