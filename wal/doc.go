@@ -113,7 +113,11 @@
 // kind), so that an open with other options (a restart under another
 // policy, a read-only tool with the defaults) judges a crash's damage as
 // the writer's appends leave it. A segment of format version 1, which does
-// not record it, is judged by the open's options. After a power loss inside
+// not record it, is judged by a writable open's options, and by a
+// read-only open as relaxed appends leave it: a read-only open cannot know
+// the writer's policy, and it reads no more than a writer under either
+// would open (the writer under SyncEveryCommit reports corruption where it
+// reports a torn tail). After a power loss inside
 // TruncateBack, the caller that redoes the rollback passes its target as
 // Options.Discarding, and Open cuts damage after it.
 //
