@@ -81,7 +81,8 @@ func SnapshotVersions(dir string) ([]int64, error) {
 // again, up to besideWriterAttempts times, then fail with ErrBusy: the
 // current pointer, the rollback file and the log are read at different
 // moments, and only a read that no such change straddles is consistent.
-func LatestVersion(dir string) (int64, error) {
+func LatestVersion(dir string) (_ int64, err error) {
+	defer func() { err = asCorrupt(err) }() // as Open's
 	if err := checkDirPath(dir); err != nil {
 		return 0, err
 	}
@@ -126,21 +127,31 @@ func latestVersionOnce(dir string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	last := int64(0)
+	// the log as Open reads it: a missing log directory is damage, and
+	// damage after an unfinished rollback's target is the rollback's cut
+	// of the log, interrupted (see Options.Discarding)
+	if err := checkLogDir(dir); err != nil {
+		return 0, err
+	}
 	walDir := filepath.Join(dir, walDirName)
-	if _, err := os.Stat(walDir); err == nil {
-		// as Open: damage after an unfinished rollback's target is the
-		// rollback's cut of the log, interrupted (see Options.Discarding)
-		log, err := wal.Open(walDir, wal.Options{ReadOnly: true, Discarding: pending})
+	log, err := wal.Open(walDir, wal.Options{ReadOnly: true, Discarding: pending})
+	if err != nil {
+		return 0, err
+	}
+	last, first := log.LastVersion(), log.FirstVersion()
+	if err := log.Close(); err != nil {
+		return 0, err
+	}
+	if current == 0 {
+		// read after the log, as Open (the first commit writes it
+		// before its entry)
+		rec, err := readFirst(dir)
 		if err != nil {
 			return 0, err
 		}
-		last = log.LastVersion()
-		if err := log.Close(); err != nil {
-			return 0, err
+		if first != 0 && rec != 0 && first != rec {
+			return 0, firstSegmentMissing(dir, first, rec)
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return 0, err
 	}
 	if latest := max(current, last); pending == 0 || pending >= latest {
 		return latest, nil

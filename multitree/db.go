@@ -449,10 +449,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	// every database has the log's directory from its creation on (see
 	// create and Importer.Commit): without it the versions after the
 	// snapshot are lost, which an open would hide by starting a new log
-	if _, err := os.Stat(filepath.Join(dir, walDirName)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: the log directory %s is missing", ErrCorrupt, filepath.Join(dir, walDirName))
-		}
+	if err := checkLogDir(dir); err != nil {
 		return nil, err
 	}
 	db.log, err = wal.Open(filepath.Join(dir, walDirName), wal.Options{
@@ -489,8 +486,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 					return nil, err
 				}
 			}
-			return nil, fmt.Errorf("%w: the log %s begins at version %d, but the database's first commit was version %d (%s): its first segment is missing",
-				ErrCorrupt, filepath.Join(dir, walDirName), first, rec, filepath.Join(dir, firstFileName))
+			return nil, firstSegmentMissing(dir, first, rec)
 		}
 		if first > 1 {
 			db.mu.initial = first
@@ -2014,4 +2010,26 @@ func (db *DB) releaseAll() {
 	}
 	// a closed handle pins no tree
 	db.mu.trees, db.mu.touched, db.mu.pending, db.mu.rewrites = nil, nil, wal.Entry{}, nil
+}
+
+// checkLogDir fails with ErrCorrupt when the database in dir has no log
+// directory: every database has it from its creation on (see create and
+// Importer.Commit), and without it the versions after the snapshot are
+// lost, which an open would hide by starting a new log.
+func checkLogDir(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, walDirName)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: the log directory %s is missing", ErrCorrupt, filepath.Join(dir, walDirName))
+		}
+		return err
+	}
+	return nil
+}
+
+// firstSegmentMissing is the damage of a database still at snapshot 0
+// whose log begins at version first where its first commit, recorded in
+// the first file, was rec.
+func firstSegmentMissing(dir string, first, rec int64) error {
+	return fmt.Errorf("%w: the log %s begins at version %d, but the database's first commit was version %d (%s): its first segment is missing",
+		ErrCorrupt, filepath.Join(dir, walDirName), first, rec, filepath.Join(dir, firstFileName))
 }
