@@ -454,6 +454,11 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 			_ = db.Close()
 		}
 	}()
+	if ver > 0 && db.Version() != ver {
+		// the version read before the open was not the one the open
+		// reached: never load another version than the one asked for
+		return fmt.Errorf("%w: cannot load version %d, the database opened at version %d", multitree.ErrVersion, ver, db.Version())
+	}
 	if db.Version() == 0 && s.appDBVersion > 0 {
 		s.logger.Error("memiavl: this database has no committed version, but the app's database (application.db) holds rootmulti state at a later height: the node starts from an empty state, and the consensus engine replays every block from genesis (or fails where its block store is pruned). To keep the state, stop the node and migrate it: memiavl import-iavl <home>/data/application.db "+s.dir+" (which replaces this database, as it holds no committed version). A node that is to state-sync instead should have its stale application.db removed.",
 			"dir", s.dir, "application_db_height", s.appDBVersion)
@@ -872,19 +877,18 @@ func (s *MultiStore) setLastCommitID() {
 // LastCommitID implements types.Committer: the last committed version and
 // app hash. At version 0, and before a load, the hash is sha256(""), as in
 // rootmulti; before a load the version is the database's latest (the SDK's
-// upgrade store loader reads it to decide whether to apply store upgrades).
+// upgrade store loader reads it to decide whether to apply store upgrades),
+// or 0 when the directory cannot be read (damage, an unfinished import, the
+// reference memiavl's format, an I/O error): the load that follows fails
+// with that error, which is logged here too.
 func (s *MultiStore) LastCommitID() types.CommitID {
 	if id := s.lastCommitID.Load(); id != nil {
 		return cloneCommitID(*id)
 	}
 	v, err := multitree.LatestVersion(s.dir)
-	if errors.Is(err, multitree.ErrCorrupt) || errors.Is(err, multitree.ErrUnfinishedImport) {
-		// a directory the load refuses, with that error (the SDK's
-		// upgrade store loader asks before it loads)
-		return types.CommitID{Hash: emptyAppHash()}
-	}
 	if err != nil {
-		panic(err)
+		s.logger.Error("memiavl: cannot read the latest version before the load", "dir", s.dir, "err", err)
+		return types.CommitID{Hash: emptyAppHash()}
 	}
 	return types.CommitID{Version: v, Hash: emptyAppHash()}
 }
