@@ -308,7 +308,8 @@ snapshot-interval = {{ .MemIAVL.SnapshotInterval }}
 snapshot-keep-recent = {{ .MemIAVL.SnapshotKeepRecent }}
 
 # AsyncCommitBuffer is how many blocks' log entries may wait for the background
-# log writer; 0 writes each block's entry before the commit returns.
+# log writer, at most 65536; 0 writes each block's entry before the commit
+# returns.
 async-commit-buffer = {{ .MemIAVL.AsyncCommitBuffer }}
 
 # Fsync is the log's fsync policy: "every-commit", "grouped" or "none". With
@@ -326,7 +327,8 @@ zero-copy = {{ .MemIAVL.ZeroCopy }}
 rewrite-concurrency = {{ .MemIAVL.RewriteConcurrency }}
 
 # RewriteRateLimit bounds how fast a background snapshot rewrite writes, in
-# bytes per second, to leave the disk to the node; 0 means no bound.
+# bytes per second, to leave the disk to the node: 0 means no bound, any
+# other value must be at least 65536.
 rewrite-rate-limit = {{ .MemIAVL.RewriteRateLimit }}
 
 # OpenCheck is how opening the store checks the checksums of its snapshot
@@ -334,6 +336,7 @@ rewrite-rate-limit = {{ .MemIAVL.RewriteRateLimit }}
 # (before the store opens, reading every snapshot file once) or "none".
 open-check = "{{ .MemIAVL.OpenCheck }}"
 
-# QueryViews is how many recent versions are kept open for queries.
+# QueryViews is how many recent versions are kept open for queries (at
+# least 1).
 query-views = {{ .MemIAVL.QueryViews }}
 `
