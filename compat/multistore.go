@@ -191,10 +191,13 @@ func (s *MultiStore) DB() *multitree.DB { return s.db.Load() }
 // RewriteSnapshot synchronously writes a snapshot of the last committed
 // version and switches to it (multitree.DB.RewriteSnapshot), for offline
 // use: background rewrites happen every Config.SnapshotInterval blocks
-// anyway.
+// anyway. Before a load and after Close it returns ErrNotLoaded.
 func (s *MultiStore) RewriteSnapshot(ctx context.Context) error {
-	db := s.mustDB()
-	s.flushWrites()
+	db := s.db.Load()
+	if db == nil {
+		return ErrNotLoaded
+	}
+	applyPending(db, s.trees...)
 	err := db.RewriteSnapshot(ctx)
 	s.refreshTrees(db)
 	return err
@@ -939,13 +942,15 @@ func (s *MultiStore) WorkingHash() []byte {
 		// rootmulti's
 		return (&types.CommitInfo{}).Hash()
 	}
-	s.flushWrites()
-	return db.WorkingCommitInfo().Hash()
+	applyPending(db, s.trees...)
+	info := db.WorkingCommitInfo()
+	if info == nil {
+		// closed meanwhile: as before a load
+		return (&types.CommitInfo{}).Hash()
+	}
+	return info.Hash()
 }
 
-// flushWrites applies the pending writes of every tree store in one batch:
-// the stores' changes are applied, and their trees hashed, in parallel.
-func (s *MultiStore) flushWrites() { applyPending(s.db.Load(), s.trees...) }
 
 // Commit implements types.Committer. It commits every IAVL store as one
 // version of the database (logging it per Config), resets the transient
@@ -956,7 +961,7 @@ func (s *MultiStore) flushWrites() { applyPending(s.db.Load(), s.trees...) }
 func (s *MultiStore) Commit() types.CommitID {
 	defer s.metrics.MeasureSince("store", "memiavl", "commit")
 	db := s.mustDB()
-	s.flushWrites()
+	applyPending(db, s.trees...)
 	var read *multitree.View
 	if s.cfg.ZeroCopy {
 		// the snapshots this block read from: a Commit that switches to a
@@ -1071,7 +1076,7 @@ func (s *MultiStore) SetInitialVersion(version int64) error {
 	if db == nil || db.Version() != 0 {
 		return nil
 	}
-	s.flushWrites()
+	applyPending(db, s.trees...)
 	return db.SetInitialVersion(version)
 }
 
