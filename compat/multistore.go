@@ -951,7 +951,6 @@ func (s *MultiStore) WorkingHash() []byte {
 	return info.Hash()
 }
 
-
 // Commit implements types.Committer. It commits every IAVL store as one
 // version of the database (logging it per Config), resets the transient
 // stores and publishes the version to queries. A failed background snapshot
