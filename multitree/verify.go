@@ -55,7 +55,8 @@ type VerifyReport struct {
 // files under every attempt). Where an import's swap was interrupted
 // between its two renames, it checks the database the next writable open
 // moves to dir (see Options.ReadOnly).
-func Verify(dir string) (*VerifyReport, error) {
+func Verify(dir string) (_ *VerifyReport, err error) {
+	defer func() { err = asCorrupt(err) }() // damage any layer finds, as Open's
 	if err := checkDirPath(dir); err != nil {
 		return nil, err
 	}
