@@ -239,7 +239,8 @@ func canonicalRenames(r []wal.RenamedStore) []wal.RenamedStore {
 // version's (also for version 0), an older version's (rebuilt as ViewAt does), or, for a writer
 // opened at an older version (TargetVersion), a later version the log
 // holds, from the store upgrades the log records after the open version.
-func (db *DB) StoreNamesAt(version int64) ([]string, error) {
+func (db *DB) StoreNamesAt(version int64) (_ []string, err error) {
+	defer func() { err = asCorrupt(err) }()
 	info := db.LastCommitInfo()
 	if info == nil {
 		return nil, ErrClosed
@@ -265,6 +266,9 @@ func (db *DB) StoreNamesAt(version int64) ([]string, error) {
 			stores, err = upgradeOrigins(stores, e.Upgrades)
 			return err
 		})
+		if errors.Is(err, wal.ErrClosed) {
+			return nil, fmt.Errorf("%w: %w", ErrClosed, err) // by Close, meanwhile
+		}
 		if err != nil {
 			return nil, err
 		}
