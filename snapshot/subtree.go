@@ -22,8 +22,10 @@ import (
 // the entries contiguous and matching the records' lengths, and the
 // branches forming one binary tree over the leaves with consistent
 // heights. Hashes are copied as recorded; Verify recomputes them. A subtree
-// of s that fails a check gives an error wrapping ErrCorrupt (ErrKeyOrder
-// for keys out of order, as AddLeaf) and fails the writer, never a panic.
+// of s that fails a check gives an error wrapping ErrCorrupt (and
+// ErrKeyOrder for keys out of order within s; ErrKeyOrder alone, as AddLeaf,
+// for a first key not after the writer's last) and fails the writer, never
+// a panic.
 //
 // s must be of the current format version (ErrFormatVersion otherwise) and
 // stay open during the call. r must be a reference into s; the writer does
@@ -209,7 +211,13 @@ func (w *Writer) copyLeaves(s *Snapshot, lo, hi uint64) error {
 			return corruptAt(s.path(metaFileIndexKVs), pos, "leaf %d: entry header %x, record lengths %d and %d", j, hdr, kl, vl)
 		}
 		key := s.kvs[off : off+uint64(kl)]
-		if (j > lo || w.hasLastKey()) && bytes.Compare(key, prev) <= 0 {
+		if j > lo && bytes.Compare(key, prev) <= 0 {
+			// out of order within s: damage of the source, whose
+			// leaves a snapshot stores in key order
+			return fmt.Errorf("%w: %w", ErrKeyOrder, corruptAt(s.path(metaFileIndexKVs), off,
+				"leaf %d key %s after leaf %d key %s", j, hexkey.Lower(key), j-1, hexkey.Lower(prev)))
+		}
+		if j == lo && w.hasLastKey() && bytes.Compare(key, prev) <= 0 {
 			return fmt.Errorf("%w: %s: leaf %d key %s after %s", ErrKeyOrder, s.path(metaFileIndexLeaves), j, hexkey.Lower(key), hexkey.Lower(prev))
 		}
 		prev = key
