@@ -97,21 +97,30 @@ func parsePath(path string) (storeName, subpath string, err error) {
 }
 
 // pinnedTree returns store's tree at version h and the view it reads, pinned
-// (the caller unpins it), or nils if the store does not have that version.
-func (s *MultiStore) pinnedTree(db *multitree.DB, store string, h int64) (*multitree.View, *memiavl.Tree) {
+// (the caller unpins it), or nils if the store does not have that version
+// (not kept, or not a store of that version). Damage met while the version
+// is rebuilt (a kept snapshot's files, the log) is an error wrapping
+// memiavl.ErrCorrupt, not a version the database does not have.
+func (s *MultiStore) pinnedTree(db *multitree.DB, store string, h int64) (*multitree.View, *memiavl.Tree, error) {
 	if h <= 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	v, err := s.views.get(db, h)
 	if err != nil {
-		return nil, nil
+		if errors.Is(err, memiavl.ErrCorrupt) {
+			return nil, nil, err
+		}
+		if errors.Is(err, multitree.ErrCorrupt) {
+			return nil, nil, fmt.Errorf("%w: store %q at version %d: %w", memiavl.ErrCorrupt, store, h, err)
+		}
+		return nil, nil, nil
 	}
 	t := v.Tree(store)
 	if t == nil || t.Version() != h {
 		v.Unpin()
-		return nil, nil
+		return nil, nil, nil
 	}
-	return v, t
+	return v, t, nil
 }
 
 // inLast reports whether store is in the last commit info.
@@ -151,9 +160,13 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery, emptied b
 	height := req.Height
 	if height == 0 {
 		latest := db.Version()
-		if view, tree = s.pinnedTree(db, store, latest-1); tree != nil {
+		if view, tree, err = s.pinnedTree(db, store, latest-1); err != nil {
+			return &types.ResponseQuery{}, nil, err
+		} else if tree != nil {
 			height = latest - 1
-		} else if view, tree = s.pinnedTree(db, store, latest); tree != nil || latest > 0 && inLast(db, store) {
+		} else if view, tree, err = s.pinnedTree(db, store, latest); err != nil {
+			return &types.ResponseQuery{}, nil, err
+		} else if tree != nil || latest > 0 && inLast(db, store) {
 			height = latest
 		} else {
 			// a store without a committed version (a new database, or
@@ -169,7 +182,9 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery, emptied b
 		key := req.Data
 		res.Key = key
 		if tree == nil && height != 0 {
-			view, tree = s.pinnedTree(db, store, height)
+			if view, tree, err = s.pinnedTree(db, store, height); err != nil {
+				return &types.ResponseQuery{}, nil, err
+			}
 		}
 		if tree == nil && height == 0 {
 			break
@@ -210,7 +225,9 @@ func (s *MultiStore) queryStore(store string, req *types.RequestQuery, emptied b
 			view, tree = nil, nil
 		}
 		if !emptied {
-			view, tree = s.pinnedTree(db, store, db.Version())
+			if view, tree, err = s.pinnedTree(db, store, db.Version()); err != nil {
+				return &types.ResponseQuery{}, nil, err
+			}
 		}
 		buf := []byte{}
 		if tree != nil {
