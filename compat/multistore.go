@@ -199,7 +199,14 @@ func (s *MultiStore) RewriteSnapshot(ctx context.Context) error {
 	}
 	applyPending(db, s.trees...)
 	err := db.RewriteSnapshot(ctx)
-	s.refreshTrees(db)
+	if s.db.Load() != db || errors.Is(err, multitree.ErrClosed) || !s.tryRefreshTrees(db) {
+		// closed or reloaded meanwhile: the stores read another
+		// database now, or none
+		if err == nil {
+			return fmt.Errorf("%w: closed or reloaded during the rewrite", ErrNotLoaded)
+		}
+		return fmt.Errorf("%w: %w", ErrNotLoaded, err)
+	}
 	return err
 }
 
@@ -527,7 +534,7 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	s.publishStores(db)
 	s.views.bind(db)
 	s.db.Store(db)
-	s.setLastCommitID()
+	s.setLastCommitID(db)
 	if v, err := db.View(); err == nil {
 		s.views.put(db, v)
 	}
@@ -831,12 +838,28 @@ func contains(list []string, s string) bool {
 
 // refreshTrees points the tree stores at the database's working trees.
 func (s *MultiStore) refreshTrees(db *multitree.DB) {
-	for _, st := range s.trees {
-		st.tree = db.WorkingTree(st.name)
-		if st.tree == nil {
-			panic(fmt.Sprintf("memiavl: mounted store %q has no tree in the database", st.name))
+	if !s.tryRefreshTrees(db) {
+		for _, st := range s.trees {
+			if db.WorkingTree(st.name) == nil {
+				panic(fmt.Sprintf("memiavl: mounted store %q has no tree in the database", st.name))
+			}
 		}
 	}
+}
+
+// tryRefreshTrees points the tree stores at db's working trees, or changes
+// nothing and reports false when db lacks one (closed meanwhile).
+func (s *MultiStore) tryRefreshTrees(db *multitree.DB) bool {
+	trees := make([]multitree.WorkingReader, len(s.trees))
+	for i, st := range s.trees {
+		if trees[i] = db.WorkingTree(st.name); trees[i] == nil {
+			return false
+		}
+	}
+	for i, st := range s.trees {
+		st.tree = trees[i]
+	}
+	return true
 }
 
 var emptyHash = sha256.Sum256(nil)
@@ -869,9 +892,9 @@ func cloneCommitInfo(info *types.CommitInfo) *types.CommitInfo {
 }
 
 // setLastCommitID publishes the database's last commit for LastCommitID.
-func (s *MultiStore) setLastCommitID() {
+func (s *MultiStore) setLastCommitID(db *multitree.DB) {
 	id := types.CommitID{Hash: emptyAppHash()}
-	if info := s.db.Load().LastCommitInfo(); info != nil && info.Version > 0 {
+	if info := db.LastCommitInfo(); info != nil && info.Version > 0 {
 		id = info.CommitID()
 	}
 	s.lastCommitID.Store(&id)
