@@ -201,3 +201,37 @@ func TestLatestVersionRefusedAsOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestV1LostPageEveryOpenAgrees: a log of segment format version 1 (which
+// does not record how its records were appended), after a power loss that
+// lost a page inside a record with later records on disk: every entry
+// point reads it as relaxed appends leave it and reaches the same version
+// (10), the writer's Open with the default options (SyncEveryCommit, a
+// node's) and under SyncGrouped, Verify, LatestVersion and a read-only
+// Open; none calls the database corrupt where another opens it.
+func TestV1LostPageEveryOpenAgrees(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	agreeBuild(t, dir, Options{WALSegmentSize: 1 << 20}, 20)
+	agreeToV1(t, dir)
+	agreeLosePage(t, dir)
+	const want = 10
+	for _, o := range []Options{{}, {Sync: wal.SyncGrouped}} {
+		if w := agreeWriter(t, dir, o); w.err != nil || w.version != want {
+			t.Errorf("writer open %+v: %v, want version %d", o, w, want)
+		}
+	}
+	if rep, err := Verify(dir); err != nil || rep.Version != want {
+		t.Errorf("Verify: %v, %v; want version %d", rep, err, want)
+	}
+	if v, err := LatestVersion(dir); err != nil || v != want {
+		t.Errorf("LatestVersion: %d, %v; want %d", v, err, want)
+	}
+	ro, err := Open(dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open: %v", err)
+	}
+	defer ro.Close()
+	if v := ro.Version(); v != want {
+		t.Errorf("read-only open at %d, want %d", v, want)
+	}
+}

@@ -31,7 +31,7 @@
 // number, the format version and the kind of appends that wrote its
 // records. format.go defines the bytes of the header, the record frame and
 // the entry encoding. Format version 2 added the kind of appends; version
-// 1 segments are read (and judged by the open's options, see below), but
+// 1 segments are read (as relaxed appends leave them, see below), but
 // a build that reads only version 1 refuses a log this one has appended to
 // (ErrUnsupportedFormat): the change is one way.
 //
@@ -113,11 +113,11 @@
 // kind), so that an open with other options (a restart under another
 // policy, a read-only tool with the defaults) judges a crash's damage as
 // the writer's appends leave it. A segment of format version 1, which does
-// not record it, is judged by a writable open's options, and by a
-// read-only open as relaxed appends leave it: a read-only open cannot know
-// the writer's policy, and it reads no more than a writer under either
-// would open (the writer under SyncEveryCommit reports corruption where it
-// reports a torn tail). After a power loss inside
+// not record it, is read by every open as relaxed appends leave it (the
+// build that wrote it may have run under any policy): a lost page there is
+// cut as a torn tail, whatever follows it, so that every open (writable or
+// read-only, under any options) reaches the same version. After a power
+// loss inside
 // TruncateBack, the caller that redoes the rollback passes its target as
 // Options.Discarding, and Open cuts damage after it.
 //

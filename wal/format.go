@@ -30,8 +30,8 @@ package wal
 //	         each record written only once the one before it was durable;
 //	         flagRelaxedAppends (0x0002): under another policy or through an
 //	         asynchronous queue. Format version 1 has zero here (a reserved
-//	         field): how its records were appended is not recorded, and a
-//	         reader judges by its own options. Other bits are a later
+//	         field): how its records were appended is not recorded, and
+//	         an open reads it as relaxed appends leave it. Other bits are a later
 //	         build's (ErrUnsupportedFormat); zero or both bits in version 2
 //	         are corruption.
 //	 base  = version of the first record; equals the number in the file name

@@ -283,11 +283,10 @@ func (l *Log) load() (err error) {
 			return openError(s.path, err)
 		}
 		// what damage a crash can leave depends on how the records
-		// were appended: the segment says, or else (format version 1)
-		// a writable open's options; a read-only open, which cannot know
-		// the writer's, reads it as relaxed appends leave it, as the
-		// writer that may have written it would
-		strict := s.flags == flagStrictAppends || (s.flags == 0 && !ro && l.appendsFlag() == flagStrictAppends)
+		// were appended: the segment says; a segment of format version
+		// 1 does not, and is read as relaxed appends leave it (the
+		// writer of either kind may have written it)
+		strict := s.flags == flagStrictAppends
 		end, lastV, err := scanSegment(f, s.path, s.base, s.size, tail, !tail, strict, l.opts.Discarding)
 		if err != nil {
 			f.Close()
