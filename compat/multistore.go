@@ -723,6 +723,13 @@ func (s *MultiStore) closeDB() error {
 	s.stores = map[types.StoreKey]types.CommitKVStore{}
 	s.trees = nil
 	s.publishStores(nil)
+	if err != nil && rewriteFailuresOnly(err) {
+		// a background snapshot rewrite failed and no Commit reported
+		// it yet: the database closed, and a reload goes on (as a
+		// Commit does after such a failure)
+		s.logger.Error("memiavl: a background snapshot rewrite failed; the database keeps working from the previous snapshot", "err", err)
+		return nil
+	}
 	return err
 }
 
