@@ -21,8 +21,6 @@ import (
 
 const oldFmtFixture = "../testdata/multitree-v1"
 
-
-
 // oldFmtFixtureCopy copies the fixture; old also converts its snapshots to
 // snapshot format 1.
 func oldFmtFixtureCopy(t *testing.T, old bool) string {

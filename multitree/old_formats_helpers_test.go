@@ -12,9 +12,6 @@ import (
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
-
-
-
 // oldFmtFixture copies the fixture and converts its snapshots to format 1:
 // a directory every file of which is in its oldest format.
 func oldFmtFixture(t *testing.T) string {

@@ -14,8 +14,6 @@ import (
 
 const oldFmtFixture = "../../testdata/multitree-v1"
 
-
-
 func oldFmtCopy(t *testing.T, old bool) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "db")
@@ -33,7 +31,9 @@ var oldFmtSizes = regexp.MustCompile(`"(snapshot_bytes|disk_bytes|wal_bytes|dir)
 func oldFmtRun(t *testing.T, dir string) []string {
 	t.Helper()
 	var outs []string
-	add := func(s string) { outs = append(outs, oldFmtSizes.ReplaceAllString(strings.ReplaceAll(s, dir, "DIR"), "")) }
+	add := func(s string) {
+		outs = append(outs, oldFmtSizes.ReplaceAllString(strings.ReplaceAll(s, dir, "DIR"), ""))
+	}
 	for v := 0; v <= 12; v++ {
 		args := []string{"dump", "--json", dir}
 		if v > 0 {
