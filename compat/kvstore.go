@@ -2,6 +2,7 @@ package compat
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -122,6 +123,16 @@ func (st *TreeStore) flush() { applyPending(st.db, st) }
 // for reuse: the database copies the pairs it logs, and the trees keep keys
 // and values, not the buffers. A failure panics.
 func applyPending(db *multitree.DB, stores ...*TreeStore) {
+	if err := tryApplyPending(db, stores...); err != nil {
+		panic(err)
+	}
+}
+
+// tryApplyPending is applyPending, except that a database closed meanwhile
+// (by a Close or a reload on another goroutine) is an error wrapping
+// multitree.ErrClosed, and the buffers keep their writes: the stores may be
+// those of the next load, whose database they are for.
+func tryApplyPending(db *multitree.DB, stores ...*TreeStore) error {
 	var css []wal.ChangeSet
 	for _, st := range stores {
 		if len(st.pending) > 0 {
@@ -129,25 +140,32 @@ func applyPending(db *multitree.DB, stores ...*TreeStore) {
 		}
 	}
 	if len(css) == 0 {
-		return
+		return nil
 	}
 	err := db.ApplyChangeSets(css)
-	for _, st := range stores {
-		clear(st.pending)
-		st.pending = st.pending[:0]
-	}
-	if err != nil {
-		// a read or a commit applies the writes buffered before it
-		names := make([]string, len(css))
-		for i, cs := range css {
-			names[i] = strconv.Quote(cs.Name)
+	if err == nil || !errors.Is(err, multitree.ErrClosed) {
+		for _, st := range stores {
+			clear(st.pending)
+			st.pending = st.pending[:0]
 		}
-		what := "store"
-		if len(names) > 1 {
-			what = "stores"
-		}
-		panic(fmt.Errorf("memiavl: applying the buffered writes of %s %s: %w", what, strings.Join(names, ", "), err))
 	}
+	if err == nil {
+		return nil
+	}
+	// a read or a commit applies the writes buffered before it
+	names := make([]string, len(css))
+	for i, cs := range css {
+		names[i] = strconv.Quote(cs.Name)
+	}
+	what := "store"
+	if len(names) > 1 {
+		what = "stores"
+	}
+	err = fmt.Errorf("memiavl: applying the buffered writes of %s %s: %w", what, strings.Join(names, ", "), err)
+	if !errors.Is(err, multitree.ErrClosed) {
+		panic(err)
+	}
+	return err
 }
 
 // Iterator implements types.KVStore: ascending over [start, end), a nil

@@ -197,7 +197,9 @@ func (s *MultiStore) RewriteSnapshot(ctx context.Context) error {
 	if db == nil {
 		return ErrNotLoaded
 	}
-	applyPending(db, s.trees...)
+	if err := tryApplyPending(db, s.trees...); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotLoaded, err) // closed meanwhile
+	}
 	err := db.RewriteSnapshot(ctx)
 	if s.db.Load() != db || errors.Is(err, multitree.ErrClosed) || !s.tryRefreshTrees(db) {
 		// closed or reloaded meanwhile: the stores read another
@@ -857,13 +859,14 @@ func (s *MultiStore) refreshTrees(db *multitree.DB) {
 // tryRefreshTrees points the tree stores at db's working trees, or changes
 // nothing and reports false when db lacks one (closed meanwhile).
 func (s *MultiStore) tryRefreshTrees(db *multitree.DB) bool {
-	trees := make([]multitree.WorkingReader, len(s.trees))
-	for i, st := range s.trees {
+	stores := s.trees
+	trees := make([]multitree.WorkingReader, len(stores))
+	for i, st := range stores {
 		if trees[i] = db.WorkingTree(st.name); trees[i] == nil {
 			return false
 		}
 	}
-	for i, st := range s.trees {
+	for i, st := range stores {
 		st.tree = trees[i]
 	}
 	return true
@@ -972,9 +975,9 @@ func (s *MultiStore) WorkingHash() []byte {
 		// rootmulti's
 		return (&types.CommitInfo{}).Hash()
 	}
-	applyPending(db, s.trees...)
+	err := tryApplyPending(db, s.trees...)
 	info := db.WorkingCommitInfo()
-	if info == nil {
+	if err != nil || info == nil {
 		// closed meanwhile: as before a load
 		return (&types.CommitInfo{}).Hash()
 	}
