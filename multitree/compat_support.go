@@ -89,13 +89,15 @@ func LatestVersion(dir string) (_ int64, err error) {
 	for attempt := 1; ; attempt++ {
 		before := snapshotState(dir)
 		v, err := latestVersionOnce(dir)
-		if err != nil {
-			return 0, err
-		}
 		if snapshotState(dir) == before {
-			return v, nil
+			return v, err
 		}
+		// a read straddling the writer's change, whatever it met (the
+		// log's first segment pruned with snapshot 0, say), is read again
 		if attempt == besideWriterAttempts {
+			if err != nil {
+				return 0, fmt.Errorf("%w: %s changed under each of %d reads of its latest version (the last failed: %v)", ErrBusy, dir, attempt, err)
+			}
 			return 0, fmt.Errorf("%w: %s changed under each of %d reads of its latest version", ErrBusy, dir, attempt)
 		}
 	}
