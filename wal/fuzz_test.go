@@ -91,7 +91,8 @@ func fuzzSegmentSeeds() [][]byte {
 	}
 }
 
-// FuzzOpenSegment: whatever follows a valid segment header, Open and Replay
+// FuzzOpenSegment: whatever follows a valid segment header (of each kind
+// of appends), Open and Replay
 // never panic; they either fail with ErrCorrupt or serve consecutive
 // versions, read-only and writable Open agree, and a repaired log takes the
 // next version.
@@ -100,56 +101,64 @@ func FuzzOpenSegment(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		img := append(appendSegmentHeader(nil, 1, 0), data...)
-		fs := newMemFS()
-		fs.put(memPath(1), img)
-		ro, err := Open(memDir, Options{fs: fs, ReadOnly: true})
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("read-only open: error does not wrap ErrCorrupt: %v", err)
-			}
-			if _, err := Open(memDir, Options{fs: fs}); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("writable open after failed read-only open: %v", err)
-			}
-			return
+		// the header of each kind of appends: format version 1 (not
+		// recorded), synchronous under SyncEveryCommit, and relaxed
+		for _, flags := range []uint16{0, flagStrictAppends, flagRelaxedAppends} {
+			fuzzOpenSegment(t, append(appendSegmentHeader(nil, 1, flags), data...))
 		}
-		last := ro.LastVersion()
-		if last > 0 {
-			next := int64(1)
-			err := ro.Replay(1, last, func(e Entry) error {
-				if e.Version != next {
-					t.Fatalf("replay: version %d, want %d", e.Version, next)
-				}
-				next++
-				return nil
-			})
-			if err != nil && !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("replay: %v", err)
-			}
-		}
-		ro.Close()
-		if !bytes.Equal(fs.get(memPath(1)), img) {
-			t.Fatal("read-only open modified the segment")
-		}
-		l, err := Open(memDir, Options{fs: fs})
-		if err != nil {
-			t.Fatalf("writable open failed where read-only succeeded: %v", err)
-		}
-		if l.LastVersion() != last {
-			t.Fatalf("writable LastVersion %d, read-only %d", l.LastVersion(), last)
-		}
-		if err := l.Append(Entry{Version: last + 1}); err != nil {
-			t.Fatalf("append after repair: %v", err)
-		}
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
-		}
-		l, err = Open(memDir, Options{fs: fs})
-		if err != nil || l.LastVersion() != last+1 {
-			t.Fatalf("reopen after repair and append: %v, LastVersion %d", err, l.LastVersion())
-		}
-		l.Close()
 	})
+}
+
+// fuzzOpenSegment checks FuzzOpenSegment's promises for one segment image.
+func fuzzOpenSegment(t *testing.T, img []byte) {
+	fs := newMemFS()
+	fs.put(memPath(1), img)
+	ro, err := Open(memDir, Options{fs: fs, ReadOnly: true})
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("read-only open: error does not wrap ErrCorrupt: %v", err)
+		}
+		if _, err := Open(memDir, Options{fs: fs}); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("writable open after failed read-only open: %v", err)
+		}
+		return
+	}
+	last := ro.LastVersion()
+	if last > 0 {
+		next := int64(1)
+		err := ro.Replay(1, last, func(e Entry) error {
+			if e.Version != next {
+				t.Fatalf("replay: version %d, want %d", e.Version, next)
+			}
+			next++
+			return nil
+		})
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("replay: %v", err)
+		}
+	}
+	ro.Close()
+	if !bytes.Equal(fs.get(memPath(1)), img) {
+		t.Fatal("read-only open modified the segment")
+	}
+	l, err := Open(memDir, Options{fs: fs})
+	if err != nil {
+		t.Fatalf("writable open failed where read-only succeeded: %v", err)
+	}
+	if l.LastVersion() != last {
+		t.Fatalf("writable LastVersion %d, read-only %d", l.LastVersion(), last)
+	}
+	if err := l.Append(Entry{Version: last + 1}); err != nil {
+		t.Fatalf("append after repair: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(memDir, Options{fs: fs})
+	if err != nil || l.LastVersion() != last+1 {
+		t.Fatalf("reopen after repair and append: %v, LastVersion %d", err, l.LastVersion())
+	}
+	l.Close()
 }
 
 // TestWriteFuzzCorpus writes the seed corpora under testdata/fuzz with

@@ -145,8 +145,8 @@ type request struct {
 // segment: it checks each frame header and version and verifies the body
 // checksum of the last record; it verifies the other bodies only where the
 // segment's records were appended under another policy than
-// SyncEveryCommit or through an asynchronous queue (its header says; for a
-// segment of format version 1, which does not, opts decide), and after
+// SyncEveryCommit or through an asynchronous queue (its header says; a
+// segment of format version 1, which does not, is read as such), and after
 // opts.Discarding (Replay verifies each body it reads; Verify reads them
 // all; see the package doc). A torn tail of the
 // newest segment (what a crash during an append leaves, see scanSegment)
