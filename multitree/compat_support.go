@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -89,7 +90,10 @@ func LatestVersion(dir string) (_ int64, err error) {
 	for attempt := 1; ; attempt++ {
 		before := snapshotState(dir)
 		v, err := latestVersionOnce(dir)
-		if snapshotState(dir) == before {
+		// a log segment gone between the log's listing and its open is
+		// a prune's (which also runs at a commit that switches nothing)
+		gone := errors.Is(err, fs.ErrNotExist) && attempt < besideWriterAttempts
+		if snapshotState(dir) == before && !gone {
 			return v, err
 		}
 		// a read straddling the writer's change, whatever it met (the
