@@ -406,8 +406,13 @@ func (s *MultiStore) checkUpgrades(ver int64, upgrades *types.StoreUpgrades) err
 	case err != nil:
 		return nil
 	}
-	_, _, err = s.planUpgradesOf(names, ver, upgrades, false)
-	return err
+	up, _, err := s.planUpgradesOf(names, ver, upgrades, false)
+	if err != nil {
+		return err
+	}
+	// the database's own rules (a store renamed once, name lengths),
+	// which its ApplyUpgrades would check only after the reopen
+	return multitree.CheckUpgrades(names, up)
 }
 
 // checkLoad returns why the mounted stores or ver cannot be loaded.
@@ -1151,44 +1156,42 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 	return s.LoadLatestVersion()
 }
 
-// checkRollback returns why the loaded multistore cannot roll back to
-// target, nil if it can (or is not loaded: the rollback's own open then
-// decides).
+// checkRollback returns why the multistore cannot roll back to target, nil
+// if it can: the mounted stores' types and target's range as a load checks
+// them (checkLoad), and every mounted IAVL store must exist at target, as
+// target's stores are read from the loaded database (from a snapshot and
+// the log, as ViewAt rebuilds a version; a version no kept snapshot reaches
+// is refused), or, when nothing is loaded, from a read-only open of the
+// directory at target. Nothing is written.
 func (s *MultiStore) checkRollback(target int64) error {
-	db := s.db.Load()
-	if db == nil {
-		return nil
-	}
-	if target > db.Version() {
-		// loaded at an older version (LoadVersion), the later ones are
-		// still on disk
-		latest, err := multitree.LatestVersion(s.dir)
-		if err != nil {
+	var names []string
+	if db := s.db.Load(); db != nil {
+		if err := s.checkLoad(target); err != nil {
 			return err
 		}
-		if target > latest {
-			return fmt.Errorf("%w: cannot roll back to %d, the latest version is %d", multitree.ErrVersion, target, latest)
+		var err error
+		if names, err = db.StoreNamesAt(target); err != nil {
+			return fmt.Errorf("cannot roll back to %d: %w", target, err)
 		}
-		// the stores of target, from the upgrades the log records after
-		// the loaded version
-		names, err := db.StoreNamesAt(target)
+	} else {
+		// (a missing database fails here with multitree.ErrNotFound)
+		opts := s.cfg.dbOptions()
+		opts.ReadOnly, opts.TargetVersion = true, target
+		db, err := multitree.Open(s.dir, opts)
 		if err != nil {
 			return fmt.Errorf("cannot roll back to %d: %w", target, err)
 		}
-		for _, name := range s.mountedTrees() {
-			if _, ok := slices.BinarySearch(names, name); !ok {
-				return missingAtRollback(target, name)
-			}
+		names, err = db.StoreNamesAt(target)
+		db.Close()
+		if err != nil {
+			return fmt.Errorf("cannot roll back to %d: %w", target, err)
 		}
-		return nil
+		if err := s.checkLoad(target); err != nil {
+			return err
+		}
 	}
-	v, err := s.views.get(db, target)
-	if err != nil {
-		return fmt.Errorf("cannot roll back to %d: %w", target, err)
-	}
-	defer v.Unpin()
 	for _, name := range s.mountedTrees() {
-		if v.Tree(name) == nil {
+		if _, ok := slices.BinarySearch(names, name); !ok {
 			return missingAtRollback(target, name)
 		}
 	}

@@ -879,6 +879,33 @@ func applyUpgrades(trees map[string]*memiavl.Tree, u wal.Upgrades, v int64) erro
 	return nil
 }
 
+// CheckUpgrades returns why ApplyUpgrades would refuse u on a database
+// whose working version has the stores names and no upgrades yet, nil if
+// it would apply them: an unknown store deleted or renamed, a store renamed
+// twice, an existing name added or renamed to, a name outside 1 to 119
+// bytes. It reads no database, so that a caller can refuse upgrades before
+// it closes and reopens one.
+func CheckUpgrades(names []string, u wal.Upgrades) error {
+	origins := make(map[string]string, len(names))
+	for _, name := range names {
+		origins[name] = name
+	}
+	if _, err := upgradeOrigins(origins, u); err != nil {
+		return err
+	}
+	for _, r := range u.Renamed {
+		if err := validateStoreName(r.NewName); err != nil {
+			return err
+		}
+	}
+	for _, name := range u.Added {
+		if err := validateStoreName(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // upgradeOrigins applies u to origins (store name -> the store at the
 // version's start whose pairs it holds, "" for a new store) in the order and
 // with the checks of applyUpgrades, and returns the result.
