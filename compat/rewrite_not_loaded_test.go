@@ -14,9 +14,9 @@ import (
 // reports ErrNotLoaded before a load and after Close (as Snapshot,
 // GetCommitInfo and CacheMultiStoreWithVersion do); it does not panic.
 func TestRewriteSnapshotNotLoaded(t *testing.T) {
-	call := func(ms *compat.MultiStore) (err error, panicked any) {
+	call := func(ms *compat.MultiStore) (panicked any, err error) {
 		defer func() { panicked = recover() }()
-		return ms.RewriteSnapshot(context.Background()), nil
+		return nil, ms.RewriteSnapshot(context.Background())
 	}
 
 	ms, err := compat.NewMultiStore(t.TempDir(), log.NewNopLogger(), testConfig())
@@ -25,7 +25,7 @@ func TestRewriteSnapshotNotLoaded(t *testing.T) {
 	}
 	keys := keyring{}
 	mountAll(ms, keys, mount{iavl: []string{"bank"}})
-	if err, p := call(ms); p != nil || !errors.Is(err, compat.ErrNotLoaded) {
+	if p, err := call(ms); p != nil || !errors.Is(err, compat.ErrNotLoaded) {
 		t.Errorf("before the load: err %v, panic %v; want an error wrapping ErrNotLoaded", err, p)
 	}
 
@@ -37,7 +37,7 @@ func TestRewriteSnapshotNotLoaded(t *testing.T) {
 	if err := ms.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err, p := call(ms); p != nil || !errors.Is(err, compat.ErrNotLoaded) {
+	if p, err := call(ms); p != nil || !errors.Is(err, compat.ErrNotLoaded) {
 		t.Errorf("after Close: err %v, panic %v; want an error wrapping ErrNotLoaded", err, p)
 	}
 }
