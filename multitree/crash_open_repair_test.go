@@ -2,7 +2,6 @@ package multitree
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -56,29 +55,7 @@ func TestCrashOpenRepairChild(t *testing.T) {
 // every snapshot kept, and small log segments.
 func crBuild(t *testing.T, dir string, upTo int64, snaps ...int64) {
 	t.Helper()
-	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1,
-		SnapshotKeepRecent: 100, WALSegmentSize: crOpenSegment})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for v := int64(1); v <= upTo; v++ {
-		if err := db.ApplyChangeSets(crashBlock(crOpenSeed, v)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range snaps {
-			if s == v {
-				if err := db.RewriteSnapshot(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	agreeBuild(t, dir, Options{}, upTo, snaps...)
 }
 
 // crHashes returns the app hashes (hex) of crashBlock's versions 1..upTo,

@@ -43,7 +43,8 @@ func agreeWriter(t *testing.T, dir string, opts Options) agreeResult {
 	return agreeResult{version: db.Version(), hash: hex.EncodeToString(db.LastCommitInfo().Hash())}
 }
 
-// agreeBuild is crBuild with options.
+// agreeBuild builds the database of crBuild, with opts (their log segment
+// size crOpenSegment unless given).
 func agreeBuild(t *testing.T, dir string, opts Options, upTo int64, snaps ...int64) {
 	t.Helper()
 	opts.CreateIfMissing, opts.InitialStores, opts.SnapshotInterval = true, crashStores, -1
