@@ -143,7 +143,8 @@ func tryApplyPending(db *multitree.DB, stores ...*TreeStore) error {
 		return nil
 	}
 	err := db.ApplyChangeSets(css)
-	if err == nil || !errors.Is(err, multitree.ErrClosed) {
+	closed := errors.Is(err, multitree.ErrClosed)
+	if !closed {
 		for _, st := range stores {
 			clear(st.pending)
 			st.pending = st.pending[:0]
@@ -162,7 +163,7 @@ func tryApplyPending(db *multitree.DB, stores ...*TreeStore) error {
 		what = "stores"
 	}
 	err = fmt.Errorf("memiavl: applying the buffered writes of %s %s: %w", what, strings.Join(names, ", "), err)
-	if !errors.Is(err, multitree.ErrClosed) {
+	if !closed {
 		panic(err)
 	}
 	return err
