@@ -85,15 +85,6 @@ func agreeSegments(t *testing.T, dir string) []string {
 	return segs
 }
 
-// agreeRecords returns the offsets of the records of the segment b.
-func agreeRecords(b []byte) []int {
-	var offs []int
-	for off := 20; off+12+8 <= len(b); off += 12 + int(binary.LittleEndian.Uint32(b[off:])) {
-		offs = append(offs, off)
-	}
-	return offs
-}
-
 // agreeLosePage zeros, in the newest segment of dir, the first whole page
 // that starts inside a record's body and ends before the last record: a
 // page a relaxed log's writer had not written back when the power went.
@@ -105,7 +96,7 @@ func agreeLosePage(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	offs := agreeRecords(b)
+	offs := testutil.LogRecords(b)
 	last := offs[len(offs)-1]
 	for i := len(offs) / 2; i+1 < len(offs); i++ {
 		p := (offs[i]/4096 + 1) * 4096

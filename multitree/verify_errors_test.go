@@ -2,7 +2,6 @@ package multitree
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,17 +12,7 @@ import (
 // away from its tail fails with an error wrapping ErrCorrupt, as Open and
 // LatestVersion classify the log's damage.
 func TestVerifyLogDamage(t *testing.T) {
-	dir := t.TempDir()
-	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1, SnapshotKeepRecent: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	commitN(t, db, 3, 8)
-	if err := db.RewriteSnapshot(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	commitN(t, db, 3, 5)
-	db.Close()
+	dir, _ := verifyDB(t)
 	segs, _ := filepath.Glob(filepath.Join(dir, walDirName, "*"))
 	if len(segs) == 0 {
 		t.Fatal("no log segments")

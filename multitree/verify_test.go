@@ -14,7 +14,10 @@ import (
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
 
-func TestVerify(t *testing.T) {
+// verifyDB builds, in a new directory, a closed database of 13 versions
+// with a snapshot at 8, and returns the directory and its app hash.
+func verifyDB(t *testing.T) (string, []byte) {
+	t.Helper()
 	dir := t.TempDir()
 	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1, SnapshotKeepRecent: 1})
 	if err != nil {
@@ -26,7 +29,14 @@ func TestVerify(t *testing.T) {
 	}
 	commitN(t, db, 3, 5)
 	h := db.LastCommitInfo().Hash()
-	db.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, h
+}
+
+func TestVerify(t *testing.T) {
+	dir, h := verifyDB(t)
 
 	rep, err := Verify(dir)
 	if err != nil {

@@ -36,12 +36,7 @@ func TearRollback(t testing.TB, dir string, target int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// the segment's 20-byte header, then records: a 12-byte frame (body
-	// length first) and a body starting with the version
-	var offs []int
-	for off := 20; off+12+8 <= len(seg); off += 12 + int(binary.LittleEndian.Uint32(seg[off:])) {
-		offs = append(offs, off)
-	}
+	offs := LogRecords(seg)
 	if len(offs) == 0 {
 		t.Fatalf("%s holds no record", path)
 	}
@@ -59,4 +54,16 @@ func TearRollback(t testing.TB, dir string, target int64) {
 	if err := os.WriteFile(path, seg, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// LogRecords returns the offsets of the records of a log segment's bytes
+// (wal/format.go): after the segment's 20-byte header, each record is a
+// 12-byte frame (body length first) and a body starting with its version.
+// It stops at the first frame whose body does not fit.
+func LogRecords(seg []byte) []int {
+	var offs []int
+	for off := 20; off+12+8 <= len(seg); off += 12 + int(binary.LittleEndian.Uint32(seg[off:])) {
+		offs = append(offs, off)
+	}
+	return offs
 }
