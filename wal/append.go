@@ -353,17 +353,21 @@ func (l *Log) runBatch(reqs []request) []request {
 func (l *Log) syncDeadline() (time.Duration, bool) {
 	l.w.Lock()
 	defer l.w.Unlock()
-	if l.w.unsynced == 0 || l.w.f == nil || l.stickyErr() != nil {
+	if l.w.unsynced == 0 || l.w.f == nil || l.w.syncFailed {
 		return 0, false
 	}
 	return max(0, l.opts.GroupInterval-time.Since(l.w.oldest)), true
 }
 
 // syncIfDue fsyncs when the oldest unsynced entry is GroupInterval old.
+// It does so after a failed write too: the entries written before it were
+// acknowledged and their pages are intact, so the policy's bound on how
+// long they stay unsynced still holds. Only a failed fsync stops it (its
+// pages may be lost, so a later fsync would prove nothing).
 func (l *Log) syncIfDue() {
 	l.w.Lock()
 	defer l.w.Unlock()
-	if l.w.unsynced == 0 || l.w.f == nil || l.stickyErr() != nil {
+	if l.w.unsynced == 0 || l.w.f == nil || l.w.syncFailed {
 		return
 	}
 	if time.Since(l.w.oldest) < l.opts.GroupInterval {
@@ -400,8 +404,9 @@ func (l *Log) syncAfterWriteLocked(n int, force bool) error {
 
 func (l *Log) syncLocked() error {
 	if err := l.w.f.Sync(); err != nil {
+		l.w.syncFailed = true
 		l.discardUnsyncedLocked()
-		return fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), err)
+		return fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), fileError(err))
 	}
 	l.w.unsynced = 0
 	l.w.oldest = time.Time{}
@@ -563,7 +568,12 @@ func (l *Log) writeRunLocked(run []pendingRecord) error {
 		data = buf
 	}
 	if _, err := l.w.f.WriteAt(data, l.w.size); err != nil {
-		return fmt.Errorf("wal: write %s at offset %d: %w", l.segmentPath(l.w.base), l.w.size, err)
+		// what a short write left past the records written before is
+		// cut off (best effort: a reopen cuts a torn tail anyway), so
+		// that an fsync of those records (the policy's timer, Close)
+		// leaves a clean segment
+		_ = l.w.f.Truncate(l.w.size)
+		return fmt.Errorf("wal: write %s at offset %d: %w", l.segmentPath(l.w.base), l.w.size, fileError(err))
 	}
 	l.w.size += int64(len(data))
 	l.w.ahead = false
@@ -600,15 +610,16 @@ func (l *Log) writeRunLocked(run []pendingRecord) error {
 func (l *Log) rollLocked(base int64) error {
 	if l.w.f != nil {
 		if err := l.w.f.Sync(); err != nil {
+			l.w.syncFailed = true
 			l.discardUnsyncedLocked()
-			return fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), err)
+			return fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), fileError(err))
 		}
 		l.w.unsynced = 0
 		l.w.oldest = time.Time{}
 		err := l.w.f.Close()
 		l.w.f = nil
 		if err != nil {
-			return fmt.Errorf("wal: close %s: %w", l.segmentPath(l.w.base), err)
+			return fmt.Errorf("wal: close %s: %w", l.segmentPath(l.w.base), fileError(err))
 		}
 	}
 	path := l.segmentPath(base)

@@ -77,3 +77,14 @@ func openError(path string, err error) error {
 	}
 	return fmt.Errorf("wal: open %s: %w", path, err)
 }
+
+// fileError is the error of an operation on an open segment file, without
+// the file name the os package's error carries: a segment is created under
+// a temporary name and renamed, and its *os.File keeps the old name, a
+// file that no longer exists. The caller names the segment.
+func fileError(err error) error {
+	if pe, ok := err.(*fs.PathError); ok {
+		return pe.Err
+	}
+	return err
+}

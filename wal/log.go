@@ -86,12 +86,17 @@ type Log struct {
 		syncedV  int64  // the version of the last record in those bytes (base-1 when none)
 		wbFrom   int64  // offset in f from which writeback has not been started
 		unsynced int    // entries written to f since its last fsync
-		oldest   time.Time
-		batch    []byte          // coalescing buffer of the background writer
-		pend     []pendingRecord // reused list of records to write
-		enc      []byte          // background writer: a batch's encoded records
-		ends     []int           // background writer: where each record of enc ends
-		ahead    bool            // f was started ahead of its first record (startRollAheadLocked)
+		// syncFailed: an fsync of the active segment failed. It is never
+		// fsynced again: the kernel may have dropped the failed pages, so
+		// a later success would prove nothing (a failed write does not
+		// set it: the pages written before it are intact).
+		syncFailed bool
+		oldest     time.Time
+		batch      []byte          // coalescing buffer of the background writer
+		pend       []pendingRecord // reused list of records to write
+		enc        []byte          // background writer: a batch's encoded records
+		ends       []int           // background writer: where each record of enc ends
+		ahead      bool            // f was started ahead of its first record (startRollAheadLocked)
 	}
 
 	// mu guards the state readers see. Critical sections are short and do
@@ -490,15 +495,20 @@ func (l *Log) Close() error {
 		err = l.dropAheadLocked()
 	}
 	if l.w.f != nil {
-		if err == nil && l.w.unsynced > 0 {
+		// after a failed write too: the entries written before it were
+		// acknowledged and are intact (not after a failed fsync)
+		if !l.w.syncFailed && l.w.unsynced > 0 {
 			if serr := l.w.f.Sync(); serr != nil {
-				err = fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), serr)
+				if err == nil {
+					err = fmt.Errorf("wal: sync %s: %w", l.segmentPath(l.w.base), fileError(serr))
+				}
+				l.w.syncFailed = true
 				l.discardUnsyncedLocked()
 			}
 			l.w.unsynced = 0
 		}
 		if cerr := l.w.f.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("wal: close %s: %w", l.segmentPath(l.w.base), cerr)
+			err = fmt.Errorf("wal: close %s: %w", l.segmentPath(l.w.base), fileError(cerr))
 		}
 		l.w.f = nil
 	}

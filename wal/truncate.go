@@ -173,12 +173,12 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 	end, err := recordEnd(f, s, version)
 	if err == nil {
 		if err = f.Truncate(end); err != nil {
-			err = fmt.Errorf("wal: truncate %s: %w", s.path, err)
+			err = fmt.Errorf("wal: truncate %s: %w", s.path, fileError(err))
 		}
 	}
 	if err == nil {
 		if err = f.Sync(); err != nil {
-			err = fmt.Errorf("wal: sync %s: %w", s.path, err)
+			err = fmt.Errorf("wal: sync %s: %w", s.path, fileError(err))
 		}
 	}
 	if err != nil {
