@@ -300,9 +300,19 @@ func (si *storeIterator) check() {
 // block (the working trees' old snapshot is unmapped after a switch).
 func (si *storeIterator) checkReleased() {
 	if si.it.Released() {
-		panic(fmt.Errorf("memiavl: store %q: iterator used after the snapshot it reads was released (the multistore was closed or reloaded, or the iterator was kept past its block): %w",
-			si.store, snapshot.ErrClosed))
+		si.panicReleased(snapshot.ErrClosed)
 	}
+}
+
+// panicReleased panics with err, the error of a read of the iterator's
+// snapshot: wrapping snapshot.ErrClosed when it was closed under the
+// iterator, memiavl.ErrCorrupt when its file is damaged.
+func (si *storeIterator) panicReleased(err error) {
+	if errors.Is(err, snapshot.ErrClosed) {
+		panic(fmt.Errorf("memiavl: store %q: iterator used after the snapshot it reads was released (the multistore was closed or reloaded, or the iterator was kept past its block): %w",
+			si.store, err))
+	}
+	panic(fmt.Errorf("memiavl: store %q: iterate: %w", si.store, err))
 }
 
 func (si *storeIterator) Next() {
@@ -319,13 +329,19 @@ func (si *storeIterator) Key() []byte {
 		si.checkReleased()
 		return si.key
 	}
+	if si.copy {
+		// copied under the fault guard: the snapshot can be unmapped by
+		// another goroutine between a check and the copy
+		k, err := si.it.CopyKey()
+		if err != nil {
+			si.panicReleased(err)
+		}
+		si.key, si.copiedKey = k, true
+		return si.key
+	}
 	k := si.it.Key()
 	if k == nil {
 		si.checkReleased()
-	}
-	if si.copy {
-		si.key, si.copiedKey = bytes.Clone(k), true
-		return si.key
 	}
 	return k
 }
@@ -335,13 +351,17 @@ func (si *storeIterator) Value() []byte {
 		si.checkReleased()
 		return si.value
 	}
+	if si.copy {
+		v, err := si.it.CopyValue()
+		if err != nil {
+			si.panicReleased(err)
+		}
+		si.value, si.copiedVal = v, true
+		return si.value
+	}
 	v := si.it.Value()
 	if v == nil {
 		si.checkReleased()
-	}
-	if si.copy {
-		si.value, si.copiedVal = cloneValue(v), true
-		return si.value
 	}
 	return v
 }

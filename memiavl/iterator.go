@@ -126,6 +126,39 @@ func (it *Iterator) Value() []byte {
 	return it.value
 }
 
+// CopyKey returns a copy of the current key, nil once the iterator is not
+// valid. The copy is made under the fault guard: Key is a slice of the
+// mapped snapshot for a persisted leaf, and an iterator kept past the life
+// of its tree's snapshot (which it does not keep open) can have that
+// snapshot closed by another goroutine between Released and the copy.
+// The error then wraps snapshot.ErrClosed (ErrCorrupt for a fault reading
+// a damaged file).
+func (it *Iterator) CopyKey() ([]byte, error) {
+	return it.copyGuarded(it.Key())
+}
+
+// CopyValue is CopyKey for the current value; an empty value is copied as
+// an empty, non-nil slice.
+func (it *Iterator) CopyValue() ([]byte, error) {
+	return it.copyGuarded(it.Value())
+}
+
+func (it *Iterator) copyGuarded(b []byte) (c []byte, err error) {
+	if b == nil {
+		if it.Released() {
+			return nil, fmt.Errorf("memiavl: iterator: %w", snapshot.ErrClosed)
+		}
+		return nil, nil
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("memiavl: iterator: %w", corruptFrom(r, it.t.pers.s))
+		}
+	}()
+	return append(make([]byte, 0, len(b)), b...), nil
+}
+
 // Released reports whether the snapshot the iterator reads was closed
 // under it (an iterator used past the life of its tree's snapshot, which
 // it does not keep open): its key and value would be slices of an unmapped

@@ -257,3 +257,32 @@ func TestIteratorReleasedBeforeValid(t *testing.T) {
 		t.Fatalf("iteration stopped after %d of 500 keys with Error() %v", n, it.Error())
 	}
 }
+
+// TestIteratorCopyKeyValue: CopyKey and CopyValue return copies of the
+// current pair that outlive the snapshot, and once the snapshot is closed
+// under the iterator they return nil and an error wrapping
+// snapshot.ErrClosed (not a read of the unmapped region).
+func TestIteratorCopyKeyValue(t *testing.T) {
+	s, it := iteratorOnSnapshot(t)
+	defer it.Close()
+	it.Next()
+	k, kerr := it.CopyKey()
+	v, verr := it.CopyValue()
+	if kerr != nil || verr != nil || string(k) != "k0001" || string(v) != "v" {
+		t.Fatalf("CopyKey %q %v, CopyValue %q %v", k, kerr, v, verr)
+	}
+	if &k[0] == &it.Key()[0] || &v[0] == &it.Value()[0] {
+		t.Fatal("CopyKey or CopyValue returned the iterator's own slice")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if string(k) != "k0001" || string(v) != "v" {
+		t.Fatalf("copies changed with the snapshot's Close: %q %q", k, v)
+	}
+	k, kerr = it.CopyKey()
+	v, verr = it.CopyValue()
+	if k != nil || v != nil || !errors.Is(kerr, snapshot.ErrClosed) || !errors.Is(verr, snapshot.ErrClosed) {
+		t.Fatalf("after Close: CopyKey %q %v, CopyValue %q %v", k, kerr, v, verr)
+	}
+}
