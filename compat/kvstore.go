@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"cosmossdk.io/store/cachekv"
 	pruningtypes "cosmossdk.io/store/pruning/types"
@@ -34,9 +35,18 @@ import (
 // errors, when the batch holding the write is applied. Deleting a nil key is
 // a no-op, as in iavl.
 //
-// A TreeStore belongs to the writer: it is used by the goroutine that
-// executes blocks (the SDK serializes block execution, CheckTx and ABCI
-// queries). Concurrent readers use CacheMultiStoreWithVersion. Unless
+// A TreeStore is written by the goroutine that executes blocks, and may be
+// read beside it: the SDK's simulations (the gRPC Simulate service, and
+// ABCI queries under optimistic execution) read the working state through
+// the check state's branch on goroutines of their own, while a block's
+// writes reach the stores. Every method (and each step of an iterator)
+// holds the multistore's lock of the working state (MultiStore.work) for
+// its duration, as do the multistore's WorkingHash, Commit and
+// RewriteSnapshot, so a read never applies or loses writes the block is
+// making, nor reads a tree being changed. The lock is held for one
+// operation at a time (a Commit's at most), never across calls. Queries of
+// committed versions use CacheMultiStoreWithVersion, which takes no such
+// lock. Unless
 // Config.ZeroCopy is set, every key and value it returns is the caller's
 // own copy or a slice the tree holds in memory, never a slice of a memory
 // map.
@@ -74,6 +84,7 @@ func (st *TreeStore) CacheWrapWithTrace(w io.Writer, tc types.TraceContext) type
 
 // Get implements types.KVStore. It returns nil for an absent key.
 func (st *TreeStore) Get(key []byte) []byte {
+	defer st.lock()()
 	st.flush()
 	var v []byte
 	var err error
@@ -90,6 +101,7 @@ func (st *TreeStore) Get(key []byte) []byte {
 
 // Has implements types.KVStore.
 func (st *TreeStore) Has(key []byte) bool {
+	defer st.lock()()
 	st.flush()
 	ok, err := st.tree.Has(key)
 	if err != nil {
@@ -103,6 +115,7 @@ func (st *TreeStore) Has(key []byte) bool {
 func (st *TreeStore) Set(key, value []byte) {
 	types.AssertValidKey(key)
 	types.AssertValidValue(value)
+	defer st.lock()()
 	st.pending = append(st.pending, wal.KVPair{Key: key, Value: value})
 }
 
@@ -112,10 +125,19 @@ func (st *TreeStore) Delete(key []byte) {
 	if key == nil {
 		return
 	}
+	defer st.lock()()
 	st.pending = append(st.pending, wal.KVPair{Delete: true, Key: bytes.Clone(key)})
 }
 
-// flush applies the store's pending writes to the database.
+// lock takes the multistore's lock of the working state and returns its
+// release, for a deferred call (a method that panics releases it).
+func (st *TreeStore) lock() func() {
+	st.ms.work.Lock()
+	return st.ms.work.Unlock
+}
+
+// flush applies the store's pending writes to the database; the working
+// state's lock must be held.
 func (st *TreeStore) flush() { applyPending(st.db, st) }
 
 // applyPending applies the pending writes of stores to db in one
@@ -184,8 +206,9 @@ func (st *TreeStore) ReverseIterator(start, end []byte) types.Iterator {
 }
 
 func (st *TreeStore) iterator(start, end []byte, ascending bool) types.Iterator {
+	defer st.lock()()
 	st.flush()
-	si := &storeIterator{it: st.tree.Iterator(start, end, ascending), store: st.name, copy: !st.zeroCopy}
+	si := &storeIterator{it: st.tree.Iterator(start, end, ascending), store: st.name, copy: !st.zeroCopy, mu: &st.ms.work}
 	si.check()
 	return si
 }
@@ -222,6 +245,7 @@ func lastStoreInfo(db *multitree.DB, store string) (types.StoreInfo, bool) {
 
 // WorkingHash implements types.Committer: the root hash of the working tree.
 func (st *TreeStore) WorkingHash() []byte {
+	defer st.lock()()
 	st.flush()
 	return st.tree.RootHash()
 }
@@ -268,12 +292,26 @@ type storeIterator struct {
 	copiedKey  bool
 	copiedVal  bool
 	closed     bool
+	// mu is the lock of the working state the tree belongs to (a
+	// TreeStore's iterator), held by each method; nil for a tree of its
+	// own (droppedStore)
+	mu *sync.Mutex
 }
 
 var _ types.Iterator = (*storeIterator)(nil)
 
+// lock takes si.mu, if any, and returns its release for a deferred call.
+func (si *storeIterator) lock() func() {
+	if si.mu == nil {
+		return func() {}
+	}
+	si.mu.Lock()
+	return si.mu.Unlock
+}
+
 func (si *storeIterator) Domain() ([]byte, []byte) { return si.it.Domain() }
 func (si *storeIterator) Valid() bool {
+	defer si.lock()()
 	if !si.it.Valid() {
 		if !si.closed {
 			si.check() // an iteration its snapshot's release stopped is not complete
@@ -282,8 +320,12 @@ func (si *storeIterator) Valid() bool {
 	}
 	return true
 }
-func (si *storeIterator) Error() error { return si.it.Error() }
+func (si *storeIterator) Error() error {
+	defer si.lock()()
+	return si.it.Error()
+}
 func (si *storeIterator) Close() error {
+	defer si.lock()()
 	si.key, si.value, si.copiedKey, si.copiedVal, si.closed = nil, nil, false, false, true
 	return si.it.Close()
 }
@@ -316,6 +358,7 @@ func (si *storeIterator) panicReleased(err error) {
 }
 
 func (si *storeIterator) Next() {
+	defer si.lock()()
 	si.it.Next()
 	si.copiedKey, si.copiedVal = false, false
 	si.check()
@@ -325,6 +368,7 @@ func (si *storeIterator) Next() {
 // Value are nil once its snapshot is released, which is checked then (a
 // copy already made is checked each time).
 func (si *storeIterator) Key() []byte {
+	defer si.lock()()
 	if si.copiedKey {
 		si.checkReleased()
 		return si.key
@@ -347,6 +391,7 @@ func (si *storeIterator) Key() []byte {
 }
 
 func (si *storeIterator) Value() []byte {
+	defer si.lock()()
 	if si.copiedVal {
 		si.checkReleased()
 		return si.value

@@ -62,7 +62,13 @@ type MultiStore struct {
 
 	// db is nil before a load and after Close; read by concurrent queries
 	// and the state-sync snapshotter's goroutine.
-	db    atomic.Pointer[multitree.DB]
+	db atomic.Pointer[multitree.DB]
+	// work is the lock of the working state: the tree stores' buffered
+	// writes and the working trees they read (see TreeStore), held by
+	// each of their methods and by WorkingHash, Commit, RewriteSnapshot
+	// and SetInitialVersion for their applying of the writes and their
+	// changes of the working trees.
+	work  sync.Mutex
 	views *viewCache
 	// blockViews, with zero-copy reads, pin the snapshots the last
 	// committed block read from until the next Commit ends (see Commit),
@@ -197,6 +203,8 @@ func (s *MultiStore) RewriteSnapshot(ctx context.Context) error {
 	if db == nil {
 		return ErrNotLoaded
 	}
+	s.work.Lock()
+	defer s.work.Unlock()
 	if err := tryApplyPending(db, s.trees...); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotLoaded, err) // closed meanwhile
 	}
@@ -980,6 +988,8 @@ func (s *MultiStore) WorkingHash() []byte {
 		// rootmulti's
 		return (&types.CommitInfo{}).Hash()
 	}
+	s.work.Lock()
+	defer s.work.Unlock()
 	err := tryApplyPending(db, s.trees...)
 	info := db.WorkingCommitInfo()
 	if err != nil || info == nil {
@@ -998,6 +1008,8 @@ func (s *MultiStore) WorkingHash() []byte {
 func (s *MultiStore) Commit() types.CommitID {
 	defer s.metrics.MeasureSince("store", "memiavl", "commit")
 	db := s.mustDB()
+	s.work.Lock()
+	defer s.work.Unlock()
 	applyPending(db, s.trees...)
 	var read *multitree.View
 	if s.cfg.ZeroCopy {
@@ -1113,6 +1125,8 @@ func (s *MultiStore) SetInitialVersion(version int64) error {
 	if db == nil || db.Version() != 0 {
 		return nil
 	}
+	s.work.Lock()
+	defer s.work.Unlock()
 	applyPending(db, s.trees...)
 	return db.SetInitialVersion(version)
 }
