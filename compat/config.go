@@ -38,7 +38,12 @@ type Config struct {
 	// ZeroCopy lets reads of the working state return slices into the
 	// memory-mapped snapshot instead of copies. Such a slice must not be kept
 	// past the block: it is unmapped when the next snapshot replaces the
-	// current one. Off by default.
+	// current one. Off by default. Not for a node that serves the gRPC
+	// Simulate service (or the REST gateway over it) to others: a
+	// simulation's branch of the check state keeps the slices it read, and
+	// a simulation that lasts past the next commits (the snapshot replaced
+	// and its views released) reads memory unmapped or reused by another
+	// mapping: wrong bytes, or a memory fault that ends the process.
 	ZeroCopy bool `mapstructure:"zero-copy"`
 	// RewriteConcurrency is how many stores a snapshot rewrite writes in
 	// parallel; 0 means GOMAXPROCS.
@@ -319,7 +324,9 @@ fsync = "{{ .MemIAVL.Fsync }}"
 
 # ZeroCopy returns slices of the memory-mapped snapshot from reads of the
 # working state instead of copies. Only for modules that never keep a read key
-# or value past the block.
+# or value past the block, and not on a node that serves gRPC Simulate (or
+# the REST gateway) to others: a simulation that lasts past the next commits
+# reads memory the database has unmapped (wrong bytes, or a crash).
 zero-copy = {{ .MemIAVL.ZeroCopy }}
 
 # RewriteConcurrency is how many stores a snapshot rewrite writes in parallel;
