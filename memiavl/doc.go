@@ -14,7 +14,8 @@
 // last saved version that shares every committed node and may be read by
 // other goroutines while the original changes. Set retains the key and
 // value it is given. A nil key or value given to Set or Remove is an error
-// (ErrNilKey, ErrNilValue); an empty key or value is valid, as in iavl, and
+// (ErrNilKey, ErrNilValue; cosmos/iavl takes a nil key as the empty key,
+// and refuses a nil value too); an empty key or value is valid, as in iavl, and
 // a read of a nil key reads the empty key, as iavl's do. A key or value
 // longer than MaxKeyValueSize (2^32-1 bytes, the snapshot format's limit)
 // is refused by Set (ErrTooLarge), where iavl takes any length. The calls that return an

@@ -95,7 +95,8 @@ func (t *Tree) WorkingVersion() int64 {
 }
 
 // SetInitialVersion changes the initial version. It is only valid before the
-// first SaveVersion. Changes made before it are kept and take the new
+// first SaveVersion: after it, it fails with ErrVersion (cosmos/iavl ignores
+// the call then). Changes made before it are kept and take the new
 // working version, as in cosmos/iavl, whose new nodes take their version
 // when the tree is saved. Hashes computed before it (RootHash, a proof of
 // the working tree) are computed again with the new version; iavl keeps
@@ -299,7 +300,8 @@ func CheckSize(key, value []byte) error {
 func (t *Tree) WorkingLeafRewritten() bool { return t.rewroteLeaf }
 
 // Remove deletes key. It reports whether the key existed; removing an absent
-// key leaves the tree unchanged. It fails as Set does.
+// key leaves the tree unchanged. It fails as Set does. Unlike cosmos/iavl's
+// Remove it does not return the removed value (Get it first).
 func (t *Tree) Remove(key []byte) (removed bool, err error) {
 	if key == nil {
 		return false, ErrNilKey
