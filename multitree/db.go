@@ -59,6 +59,19 @@ type DB struct {
 	}
 	unmapHook func() // tests: runs before each background unmapping
 
+	// mapped holds the generations of the database's own snapshot
+	// directories that it maps (the working state's; the versions
+	// rebuilt for views), by version, so that a version rebuilt from a
+	// snapshot mapped already shares that mapping (sharedGeneration)
+	// instead of mapping the files again: a store's snapshot is up to 5
+	// memory maps, and a process may have only so many
+	// (vm.max_map_count). An entry may be a released generation, which
+	// tryAcquire refuses and the next mapGeneration removes.
+	mapped struct {
+		sync.Mutex
+		m map[int64]*generation
+	}
+
 	// mu serializes the writer. Lock order: mu, then views.mu.
 	mu struct {
 		sync.Mutex
@@ -395,6 +408,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		return nil, err
 	}
 	db.mu.gen, db.mu.trees = db.adopt(gen), trees
+	db.mapGeneration(gen)
 	if !opts.ReadOnly {
 		// The snapshots newer than current are an interrupted rewrite's
 		// and are removed, but only once current's snapshot opens: were
@@ -417,25 +431,21 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			}
 		}
 	}
-	var checks []storeCheck
-	defer func() { closeChecks(checks) }() // unless handed to the background check
+	// the background check of the snapshot's checksums, started once the
+	// database is open (it holds a reference on gen while it runs)
+	var checkGen *generation
+	var checkPace snapshot.Limiter
 	if opts.OpenCheck != OpenCheckNone {
-		if checks, err = gen.newChecks(); err != nil {
-			return nil, err
-		}
 		db.markChecked(base)
-		if opts.OpenCheck == OpenCheckBackground && opts.RewriteRateLimit > 0 {
-			// paced like a background rewrite: it reads as much
-			l := newPaceLimiter(opts.RewriteRateLimit)
-			for _, c := range checks {
-				c.check.SetLimiter(l)
-			}
-		}
 		if opts.OpenCheck == OpenCheckSync {
-			err := runChecks(context.Background(), checks)
-			checks = nil
-			if err != nil {
+			if err := gen.checkChecksums(context.Background(), nil); err != nil {
 				return nil, err
+			}
+		} else {
+			checkGen = gen
+			if opts.RewriteRateLimit > 0 {
+				// paced like a background rewrite: it reads as much
+				checkPace = newPaceLimiter(opts.RewriteRateLimit)
 			}
 		}
 	}
@@ -615,11 +625,13 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		db.mu.pruneAt = db.mu.gen.version + 1
 	}
 	db.publishLocked()
-	if len(checks) > 0 {
+	if checkGen != nil {
+		// gen is the database's generation, which Open's references
+		// keep alive until here
+		checkGen.acquire()
 		db.checked = make(chan struct{})
 		db.wg.Add(1)
-		go db.backgroundCheck(checks)
-		checks = nil
+		go db.backgroundCheck(checkGen, checkPace)
 	}
 	return db, nil
 }
@@ -652,14 +664,18 @@ func checkBaseKept(dir string, base int64) error {
 	return nil
 }
 
-// backgroundCheck runs Open's check of the snapshot's checksums
-// (OpenCheckBackground) and leaves a failure for the next Commit or Close.
-// Close cancels it: a check stopped before it found damage reports
-// nothing.
-func (db *DB) backgroundCheck(checks []storeCheck) {
+// backgroundCheck runs Open's check of the checksums of gen's snapshot
+// files (OpenCheckBackground), paced by l unless it is nil, and leaves a
+// failure for the next Commit or Close. It releases the reference on gen
+// it was given: until then a switch to a newer snapshot leaves gen mapped
+// (and a pruned directory's files allocated), as the open files of a
+// check did. Close cancels it: a check stopped before it found damage
+// reports nothing.
+func (db *DB) backgroundCheck(gen *generation, l snapshot.Limiter) {
 	defer db.wg.Done()
 	defer close(db.checked)
-	err := runChecks(db.ctx, checks)
+	err := gen.checkChecksums(db.ctx, l)
+	gen.release()
 	if err != nil && !errors.Is(err, ErrCorrupt) && db.ctx.Err() != nil {
 		err = ErrClosed
 	}
@@ -1963,6 +1979,44 @@ func (db *DB) Close() error {
 func (db *DB) adopt(g *generation) *generation {
 	g.unmap = db.unmapLater
 	return g
+}
+
+// mapGeneration records g, a generation of the snapshot directory of its
+// version, as the one a rebuild of a version from that snapshot shares,
+// and forgets the released ones.
+func (db *DB) mapGeneration(g *generation) {
+	db.mapped.Lock()
+	defer db.mapped.Unlock()
+	if db.mapped.m == nil {
+		db.mapped.m = map[int64]*generation{}
+	}
+	for v, old := range db.mapped.m {
+		if old.refs.Load() <= 0 {
+			delete(db.mapped.m, v)
+		}
+	}
+	db.mapped.m[g.version] = g
+}
+
+// sharedGeneration returns a generation that shares the mapping of the
+// snapshot of version (see mapped), holding a reference on it, with one
+// reference for the caller and trees built on it; nil if none is mapped.
+func (db *DB) sharedGeneration(version int64) (*generation, map[string]*memiavl.Tree, error) {
+	db.mapped.Lock()
+	p := db.mapped.m[version]
+	if p == nil || !p.tryAcquire() {
+		db.mapped.Unlock()
+		return nil, nil, nil
+	}
+	db.mapped.Unlock()
+	g := &generation{version: p.version, meta: p.meta, snaps: p.snaps, parent: p}
+	g.refs.Store(1)
+	trees, err := g.newTrees()
+	if err != nil {
+		g.release()
+		return nil, nil, err
+	}
+	return g, trees, nil
 }
 
 // stopUnmapper waits for the unmappings running in the background; later

@@ -85,7 +85,9 @@
 // had ended (Close stops a check still running); or before
 // Open returns (OpenCheckSync); or not at all. The check reads the files
 // with read(2), not through their mappings, so it adds nothing to the
-// process's resident memory; RewriteRateLimit paces the background one.
+// process's resident memory; RewriteRateLimit paces the background one. It
+// opens the files of one store at a time; the background check keeps the
+// snapshot mapped until it ends (a switch meanwhile unmaps it then).
 //
 // A write that fails (a full disk, an I/O error) is reported, never
 // half-applied. A rewrite checks the checksums of the snapshot files it
@@ -111,7 +113,11 @@
 // ViewAt rebuilds an older version from the newest kept snapshot at or below
 // it plus the log, and caches a few. A view pins the snapshots it reads:
 // files are unmapped only when the last view of them is released, even after
-// the database switched snapshots or deleted the directories. The unmapping
+// the database switched snapshots or deleted the directories. A version
+// rebuilt from a snapshot the database maps already (its current one,
+// another view's) shares that mapping: a database maps a snapshot directory once at
+// a time, up to 5 memory maps per store that holds keys, however many
+// views read it (a process may hold only vm.max_map_count maps). The unmapping
 // runs on a goroutine of its own: its time grows with the pages mapped, so
 // neither the Commit nor the reader that releases the last reference waits
 // for it. Close waits for the unmappings under way.

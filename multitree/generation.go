@@ -36,6 +36,13 @@ type generation struct {
 	// trees' in-memory nodes, most of the heap, are then garbage once the
 	// last view of them goes (see DB.unmapLater).
 	replaced bool
+	// parent, when set, is the generation whose mapped snapshots this one
+	// shares (a version rebuilt from a snapshot mapped already: see
+	// DB.sharedGeneration): its last release releases its reference on
+	// parent instead of unmapping. Its own count is the rebuilt version's
+	// holders, so that a view's Pin fails once they are gone, as for a
+	// generation of its own.
+	parent *generation
 }
 
 // copyMapped returns a copy of b, read under a fault guard, when it is a
@@ -86,6 +93,8 @@ func (g *generation) acquire() {
 
 func (g *generation) release() {
 	switch n := g.refs.Add(-1); {
+	case n == 0 && g.parent != nil:
+		g.parent.release()
 	case n == 0:
 		closeAll := func() {
 			for _, s := range g.snaps {
@@ -132,7 +141,6 @@ func openGenerationAs(sdir, named string, version int64) (*generation, map[strin
 	}
 	g := &generation{version: version, meta: meta, snaps: map[string]*snapshot.Snapshot{}}
 	g.refs.Store(1)
-	trees := make(map[string]*memiavl.Tree, len(meta.Stores))
 	fail := func(err error) (*generation, map[string]*memiavl.Tree, error) {
 		g.release()
 		return nil, nil, err
@@ -150,13 +158,28 @@ func openGenerationAs(sdir, named string, version int64) (*generation, map[strin
 		if !bytes.Equal(s.RootHash(), si.Hash) {
 			return fail(fmt.Errorf("%w: %s has root hash %X, metadata records %X", ErrCorrupt, tdir, s.RootHash(), si.Hash))
 		}
-		t, err := memiavl.NewFromSnapshot(s, memiavl.Options{InitialVersion: meta.InitialVersion})
-		if err != nil {
-			return fail(err)
-		}
-		trees[si.Name] = t
+	}
+	trees, err := g.newTrees()
+	if err != nil {
+		return fail(err)
 	}
 	return g, trees, nil
+}
+
+// newTrees builds a tree per store on the generation's mapped snapshots.
+// openGeneration's trees are built so; a version rebuilt from a snapshot
+// the database maps already gets its trees so too (DB.sharedGeneration).
+// The caller holds a reference on g.
+func (g *generation) newTrees() (map[string]*memiavl.Tree, error) {
+	trees := make(map[string]*memiavl.Tree, len(g.snaps))
+	for name, s := range g.snaps {
+		t, err := memiavl.NewFromSnapshot(s, memiavl.Options{InitialVersion: g.meta.InitialVersion})
+		if err != nil {
+			return nil, fmt.Errorf("store %q: %w", name, err)
+		}
+		trees[name] = t
+	}
+	return trees, nil
 }
 
 // openFailure is err, a failure to open a snapshot's file, as ErrCorrupt,
@@ -184,50 +207,26 @@ func (g *generation) verify() error {
 	return errors.Join(errs...)
 }
 
-// storeCheck is the check of the checksums of one store's snapshot files.
-type storeCheck struct {
-	name  string
-	check *snapshot.ChecksumCheck
-}
-
-// newChecks opens the files of the generation's snapshots for a check of
-// their checksums (Options.OpenCheck), which holds them open: it can run
-// after the generation is released and its directory pruned.
-func (g *generation) newChecks() ([]storeCheck, error) {
-	names := slices.Sorted(maps.Keys(g.snaps))
-	checks := make([]storeCheck, 0, len(names))
-	for _, name := range names {
-		c, err := g.snaps[name].NewChecksumCheck()
-		if err != nil {
-			closeChecks(checks)
-			return nil, fmt.Errorf("store %q: %w", name, err)
-		}
-		checks = append(checks, storeCheck{name: name, check: c})
-	}
-	return checks, nil
-}
-
-// runChecks runs checks in turn and closes them all. A damaged file gives
-// an error wrapping ErrCorrupt; ctx's end, ctx's error.
-func runChecks(ctx context.Context, checks []storeCheck) error {
-	defer closeChecks(checks)
-	for _, c := range checks {
-		if err := c.check.Run(ctx); err != nil {
+// checkChecksums checks the checksums of the generation's snapshot files
+// (Options.OpenCheck, and a kept snapshot before a version is rebuilt from
+// it) store by store, opening a store's files only for its turn: the
+// check holds the files of one store open at a time, however many stores
+// there are. The caller holds a reference on g until it returns, so that a
+// file its path no longer names (the directory pruned meanwhile) is
+// checked through the mapping. l, when not nil, paces the reads. A damaged
+// file gives an error wrapping ErrCorrupt; ctx's end, ctx's error.
+func (g *generation) checkChecksums(ctx context.Context, l snapshot.Limiter) error {
+	for _, name := range slices.Sorted(maps.Keys(g.snaps)) {
+		if err := g.snaps[name].VerifyChecksumsPaced(ctx, l); err != nil {
 			// damage found is reported even if ctx ended meanwhile
 			if errors.Is(err, snapshot.ErrCorrupt) {
-				return fmt.Errorf("%w: store %q: %w", ErrCorrupt, c.name, err)
+				return fmt.Errorf("%w: store %q: %w", ErrCorrupt, name, err)
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("store %q: check of the snapshot's checksums: %w", c.name, err)
+			return fmt.Errorf("store %q: check of the snapshot's checksums: %w", name, err)
 		}
 	}
 	return nil
-}
-
-func closeChecks(checks []storeCheck) {
-	for _, c := range checks {
-		_ = c.check.Close()
-	}
 }

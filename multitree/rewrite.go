@@ -319,6 +319,7 @@ func (db *DB) switchIfDoneLocked() {
 	}
 	old := db.mu.gen
 	db.mu.trees, db.mu.gen = res.trees, res.gen
+	db.mapGeneration(res.gen)
 	old.replaced = true
 	old.release()
 	db.startPruneLocked()
@@ -681,6 +682,7 @@ func (db *DB) snapshotNowLocked(ctx context.Context, v int64, then func() error)
 	db.adopt(gen)
 	old := db.mu.gen
 	db.mu.trees, db.mu.gen = trees, gen
+	db.mapGeneration(gen)
 	db.mu.lastSnap = v
 	old.release()
 	return nil

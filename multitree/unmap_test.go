@@ -202,7 +202,9 @@ func testCollectAfterSwitch(t *testing.T, background bool) {
 		commit()
 	}
 	// views of old versions, rebuilt from the snapshots they need and
-	// dropped from the cache of one: released, not replaced
+	// dropped from the cache of one: released, not replaced (the view of
+	// 4, evicted by that of 2, shares the database's mapping of snapshot
+	// 3 and unmaps nothing)
 	for _, v := range []int64{1, 4, 2} {
 		view, err := db.ViewAt(v)
 		if err != nil {
@@ -211,7 +213,6 @@ func testCollectAfterSwitch(t *testing.T, background bool) {
 		view.Release()
 	}
 	waitUnmapped("view of version 1")
-	waitUnmapped("view of version 4")
 	if n := forced() - before; n != 0 {
 		t.Fatalf("RewriteSnapshot and the release of views of old versions ran %d collections", n)
 	}

@@ -260,13 +260,21 @@ func notKept(dir string, version int64) error {
 	return fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, version)
 }
 
-// loadFrom rebuilds version from the snapshot at base and the log.
+// loadFrom rebuilds version from the snapshot at base and the log, on the
+// mapping of that snapshot the database has already if it has one
+// (sharedGeneration).
 func (db *DB) loadFrom(base, version int64) (*state, error) {
-	gen, trees, err := openGeneration(db.dir, base)
+	gen, trees, err := db.sharedGeneration(base)
 	if err != nil {
 		return nil, err
 	}
-	db.adopt(gen)
+	if gen == nil {
+		if gen, trees, err = openGeneration(db.dir, base); err != nil {
+			return nil, err
+		}
+		db.adopt(gen)
+		db.mapGeneration(gen)
+	}
 	err = db.checkSnapshotOnce(gen, base)
 	if err == nil {
 		err = db.replay(trees, base, version)
@@ -450,11 +458,7 @@ func (db *DB) checkSnapshotOnce(gen *generation, version int64) error {
 
 // checkSnapshot checks the checksums of gen, the snapshot of version.
 func (db *DB) checkSnapshot(gen *generation, version int64) error {
-	checks, err := gen.newChecks()
-	if err != nil {
-		return err
-	}
-	if err := runChecks(db.ctx, checks); err != nil {
+	if err := gen.checkChecksums(db.ctx, nil); err != nil {
 		if db.ctx.Err() != nil {
 			return ErrClosed
 		}

@@ -87,9 +87,19 @@ const checksumChunk = 64 << 10
 // the call returns, as for any read. It returns ctx's error if ctx ends
 // first. Errors wrap ErrCorrupt and ErrChecksum and name the file.
 func (s *Snapshot) VerifyChecksums(ctx context.Context, files ...string) (err error) {
+	return s.VerifyChecksumsPaced(ctx, nil, files...)
+}
+
+// VerifyChecksumsPaced is VerifyChecksums with a wait for l before each
+// read, as ChecksumCheck.SetLimiter makes Run do; a nil l does not pace.
+// It opens the files when called and closes them before it returns.
+func (s *Snapshot) VerifyChecksumsPaced(ctx context.Context, l Limiter, files ...string) (err error) {
 	c, err := s.newChecksumCheck(true, files...)
 	if err != nil {
 		return err
+	}
+	if l != nil {
+		c.SetLimiter(l)
 	}
 	// a file read through the mapping may fault (a read error of its
 	// disk): an error, as Verify's reads give
