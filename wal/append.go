@@ -535,7 +535,7 @@ func (l *Log) startRollAheadLocked(version int64, due func() bool) {
 // no Append can come anymore.
 func (l *Log) dropAheadLocked() error {
 	path := l.segmentPath(l.w.base)
-	err := l.w.f.Close()
+	err := fileError(l.w.f.Close())
 	l.w.f = nil
 	if err == nil {
 		err = l.fs.Remove(path)

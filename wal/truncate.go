@@ -137,7 +137,7 @@ func (l *Log) truncateBackLocked(segs []segment, version int64) error {
 			err := l.w.f.Close()
 			l.w.f = nil
 			if err != nil {
-				return fmt.Errorf("wal: close %s: %w", segs[i].path, err)
+				return fmt.Errorf("wal: close %s: %w", segs[i].path, fileError(err))
 			}
 		}
 		if err := l.fs.Remove(segs[i].path); err != nil {
