@@ -44,7 +44,8 @@ import (
 // its duration, as do the multistore's WorkingHash, Commit and
 // RewriteSnapshot, so a read never applies or loses writes the block is
 // making, nor reads a tree being changed. The lock is held for one
-// operation at a time (a Commit's at most), never across calls. Queries of
+// operation at a time (a Commit's at most, or a synchronous
+// RewriteSnapshot's, which is for offline use), never across calls. Queries of
 // committed versions use CacheMultiStoreWithVersion, which takes no such
 // lock. Unless
 // Config.ZeroCopy is set, every key and value it returns is the caller's
@@ -300,18 +301,25 @@ type storeIterator struct {
 
 var _ types.Iterator = (*storeIterator)(nil)
 
-// lock takes si.mu, if any, and returns its release for a deferred call.
-func (si *storeIterator) lock() func() {
-	if si.mu == nil {
-		return func() {}
+// lock takes si.mu, if any, and returns si, whose unlock releases it:
+// defer si.lock().unlock() (a returned method value would be allocated at
+// every call).
+func (si *storeIterator) lock() *storeIterator {
+	if si.mu != nil {
+		si.mu.Lock()
 	}
-	si.mu.Lock()
-	return si.mu.Unlock
+	return si
+}
+
+func (si *storeIterator) unlock() {
+	if si.mu != nil {
+		si.mu.Unlock()
+	}
 }
 
 func (si *storeIterator) Domain() ([]byte, []byte) { return si.it.Domain() }
 func (si *storeIterator) Valid() bool {
-	defer si.lock()()
+	defer si.lock().unlock()
 	if !si.it.Valid() {
 		if !si.closed {
 			si.check() // an iteration its snapshot's release stopped is not complete
@@ -321,11 +329,11 @@ func (si *storeIterator) Valid() bool {
 	return true
 }
 func (si *storeIterator) Error() error {
-	defer si.lock()()
+	defer si.lock().unlock()
 	return si.it.Error()
 }
 func (si *storeIterator) Close() error {
-	defer si.lock()()
+	defer si.lock().unlock()
 	si.key, si.value, si.copiedKey, si.copiedVal, si.closed = nil, nil, false, false, true
 	return si.it.Close()
 }
@@ -358,7 +366,7 @@ func (si *storeIterator) panicReleased(err error) {
 }
 
 func (si *storeIterator) Next() {
-	defer si.lock()()
+	defer si.lock().unlock()
 	si.it.Next()
 	si.copiedKey, si.copiedVal = false, false
 	si.check()
@@ -368,7 +376,7 @@ func (si *storeIterator) Next() {
 // Value are nil once its snapshot is released, which is checked then (a
 // copy already made is checked each time).
 func (si *storeIterator) Key() []byte {
-	defer si.lock()()
+	defer si.lock().unlock()
 	if si.copiedKey {
 		si.checkReleased()
 		return si.key
@@ -391,7 +399,7 @@ func (si *storeIterator) Key() []byte {
 }
 
 func (si *storeIterator) Value() []byte {
-	defer si.lock()()
+	defer si.lock().unlock()
 	if si.copiedVal {
 		si.checkReleased()
 		return si.value

@@ -156,7 +156,14 @@ func (it *Iterator) copyGuarded(b []byte) (c []byte, err error) {
 			c, err = nil, fmt.Errorf("memiavl: iterator: %w", corruptFrom(r, it.t.pers.s))
 		}
 	}()
-	return append(make([]byte, 0, len(b)), b...), nil
+	c = append(make([]byte, 0, len(b)), b...)
+	if it.Released() {
+		// closed during the copy: its range may have been mapped again
+		// by then, and the copy read another file's bytes without a fault
+		// (Close sets the flag before it unmaps)
+		return nil, fmt.Errorf("memiavl: iterator: %w", snapshot.ErrClosed)
+	}
+	return c, nil
 }
 
 // Released reports whether the snapshot the iterator reads was closed
