@@ -625,13 +625,15 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		db.mu.pruneAt = db.mu.gen.version + 1
 	}
 	db.publishLocked()
-	if checkGen != nil {
-		// gen is the database's generation, which Open's references
-		// keep alive until here
-		checkGen.acquire()
-		db.checked = make(chan struct{})
-		db.wg.Add(1)
-		go db.backgroundCheck(checkGen, checkPace)
+	// a child of the database's generation (which Open's references keep
+	// alive until here): it keeps the files mapped while the check runs,
+	// not the trees a switch meanwhile replaces
+	if c := checkGen; c != nil {
+		if c = c.newChild(); c != nil {
+			db.checked = make(chan struct{})
+			db.wg.Add(1)
+			go db.backgroundCheck(c, checkPace)
+		}
 	}
 	return db, nil
 }
@@ -1987,6 +1989,10 @@ func (db *DB) adopt(g *generation) *generation {
 func (db *DB) mapGeneration(g *generation) {
 	db.mapped.Lock()
 	defer db.mapped.Unlock()
+	db.mapLocked(g)
+}
+
+func (db *DB) mapLocked(g *generation) {
 	if db.mapped.m == nil {
 		db.mapped.m = map[int64]*generation{}
 	}
@@ -1998,19 +2004,36 @@ func (db *DB) mapGeneration(g *generation) {
 	db.mapped.m[g.version] = g
 }
 
+// mapRebuilt records g, a generation a rebuild opened, as mapGeneration
+// does, unless another one of its version was recorded meanwhile (a
+// rebuild beside it): then it returns a child of that one, which the
+// caller uses instead of g (and releases g), so that the snapshot stays
+// mapped once.
+func (db *DB) mapRebuilt(g *generation) *generation {
+	db.mapped.Lock()
+	defer db.mapped.Unlock()
+	if p := db.mapped.m[g.version]; p != nil && p != g {
+		if c := p.newChild(); c != nil {
+			return c
+		}
+	}
+	db.mapLocked(g)
+	return nil
+}
+
 // sharedGeneration returns a generation that shares the mapping of the
 // snapshot of version (see mapped), holding a reference on it, with one
 // reference for the caller and trees built on it; nil if none is mapped.
 func (db *DB) sharedGeneration(version int64) (*generation, map[string]*memiavl.Tree, error) {
 	db.mapped.Lock()
-	p := db.mapped.m[version]
-	if p == nil || !p.tryAcquire() {
-		db.mapped.Unlock()
-		return nil, nil, nil
+	var g *generation
+	if p := db.mapped.m[version]; p != nil {
+		g = p.newChild()
 	}
 	db.mapped.Unlock()
-	g := &generation{version: p.version, meta: p.meta, snaps: p.snaps, parent: p}
-	g.refs.Store(1)
+	if g == nil {
+		return nil, nil, nil
+	}
 	trees, err := g.newTrees()
 	if err != nil {
 		g.release()

@@ -35,7 +35,7 @@ type generation struct {
 	// Commit switches from the generation to a background rewrite's: its
 	// trees' in-memory nodes, most of the heap, are then garbage once the
 	// last view of them goes (see DB.unmapLater).
-	replaced bool
+	replaced atomic.Bool
 	// parent, when set, is the generation whose mapped snapshots this one
 	// shares (a version rebuilt from a snapshot mapped already: see
 	// DB.sharedGeneration): its last release releases its reference on
@@ -43,6 +43,26 @@ type generation struct {
 	// holders, so that a view's Pin fails once they are gone, as for a
 	// generation of its own.
 	parent *generation
+	// children counts the references on g held by child generations
+	// (newChild). They hold none of g's trees: once every other
+	// reference of a replaced generation is gone, its trees are garbage
+	// and are collected then (collected), while the children keep the
+	// files mapped.
+	children  atomic.Int64
+	collected atomic.Bool
+}
+
+// newChild returns a generation that shares g's mapped snapshots, holding
+// a reference on g, with one reference of its own for the caller; nil if g
+// is already released.
+func (g *generation) newChild() *generation {
+	if !g.tryAcquire() {
+		return nil
+	}
+	g.children.Add(1)
+	c := &generation{version: g.version, meta: g.meta, snaps: g.snaps, parent: g}
+	c.refs.Store(1)
+	return c
 }
 
 // copyMapped returns a copy of b, read under a fault guard, when it is a
@@ -94,6 +114,7 @@ func (g *generation) acquire() {
 func (g *generation) release() {
 	switch n := g.refs.Add(-1); {
 	case n == 0 && g.parent != nil:
+		g.parent.children.Add(-1)
 		g.parent.release()
 	case n == 0:
 		closeAll := func() {
@@ -102,12 +123,16 @@ func (g *generation) release() {
 			}
 		}
 		if g.unmap != nil {
-			g.unmap(closeAll, g.replaced)
+			g.unmap(closeAll, g.replaced.Load() && g.collected.CompareAndSwap(false, true))
 		} else {
 			closeAll()
 		}
 	case n < 0:
 		panic("multitree: generation released too often")
+	case g.replaced.Load() && n == g.children.Load() && g.unmap != nil && g.collected.CompareAndSwap(false, true):
+		// only children hold the replaced generation: its trees are
+		// garbage now, its files stay mapped for the children
+		g.unmap(func() {}, true)
 	}
 }
 

@@ -320,7 +320,7 @@ func (db *DB) switchIfDoneLocked() {
 	old := db.mu.gen
 	db.mu.trees, db.mu.gen = res.trees, res.gen
 	db.mapGeneration(res.gen)
-	old.replaced = true
+	old.replaced.Store(true)
 	old.release()
 	db.startPruneLocked()
 }

@@ -273,7 +273,15 @@ func (db *DB) loadFrom(base, version int64) (*state, error) {
 			return nil, err
 		}
 		db.adopt(gen)
-		db.mapGeneration(gen)
+		if c := db.mapRebuilt(gen); c != nil {
+			// another rebuild mapped the snapshot meanwhile: share it
+			gen.release()
+			if trees, err = c.newTrees(); err != nil {
+				c.release()
+				return nil, err
+			}
+			gen = c
+		}
 	}
 	err = db.checkSnapshotOnce(gen, base)
 	if err == nil {
