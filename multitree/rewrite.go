@@ -129,6 +129,9 @@ func (db *DB) maybeStartRewriteLocked() {
 			return
 		}
 		db.adopt(res.gen)
+		// recorded before the directory is installed (listed), so that a
+		// version rebuilt from it before the switch shares this mapping
+		db.mapGeneration(res.gen)
 		installed := make(chan error, 1)
 		go func() { installed <- db.installRewrite(st, v) }()
 		if h := db.afterWrite; h != nil {
