@@ -668,11 +668,11 @@ func checkBaseKept(dir string, base int64) error {
 
 // backgroundCheck runs Open's check of the checksums of gen's snapshot
 // files (OpenCheckBackground), paced by l unless it is nil, and leaves a
-// failure for the next Commit or Close. It releases the reference on gen
-// it was given: until then a switch to a newer snapshot leaves gen mapped
-// (and a pruned directory's files allocated), as the open files of a
-// check did. Close cancels it: a check stopped before it found damage
-// reports nothing.
+// failure for the next Commit or Close. gen is a child of the database's
+// generation, which it releases when done: until then a switch to a newer
+// snapshot leaves the files mapped (and a pruned directory's files
+// allocated), not the replaced trees. Close cancels it: a check stopped
+// before it found damage reports nothing.
 func (db *DB) backgroundCheck(gen *generation, l snapshot.Limiter) {
 	defer db.wg.Done()
 	defer close(db.checked)
