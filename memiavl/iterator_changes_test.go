@@ -61,27 +61,8 @@ func iterateAcrossChanges(t *testing.T, seed int64, ascending bool) {
 	if r.Intn(2) == 0 {
 		end = key()
 	}
-	inRange := func(k string) bool {
-		return (start == nil || k >= string(start)) && (end == nil || k < string(end))
-	}
-	// next returns the model's key after (before) cur within the range
 	next := func(cur string, first bool) (string, bool) {
-		var keys []string
-		for k := range model {
-			if inRange(k) {
-				keys = append(keys, k)
-			}
-		}
-		slices.Sort(keys)
-		if !ascending {
-			slices.Reverse(keys)
-		}
-		for _, k := range keys {
-			if first || ascending && k > cur || !ascending && k < cur {
-				return k, true
-			}
-		}
-		return "", false
+		return modelNext(model, start, end, ascending, cur, first)
 	}
 	it := tr.Iterator(start, end, ascending)
 	defer it.Close()
@@ -124,4 +105,26 @@ func iterateAcrossChanges(t *testing.T, seed int64, ascending bool) {
 	if d1, d2 := it.Domain(); !bytes.Equal(d1, start) || !bytes.Equal(d2, end) {
 		t.Fatalf("Domain %q %q, want %q %q", d1, d2, start, end)
 	}
+}
+
+// modelNext returns the key of model in [start, end) (a nil bound open)
+// that an iterator in the direction given reaches after cur (before it,
+// descending), or the first one; false when there is none.
+func modelNext(model map[string]string, start, end []byte, ascending bool, cur string, first bool) (string, bool) {
+	var keys []string
+	for k := range model {
+		if (start == nil || k >= string(start)) && (end == nil || k < string(end)) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	if !ascending {
+		slices.Reverse(keys)
+	}
+	for _, k := range keys {
+		if first || ascending && k > cur || !ascending && k < cur {
+			return k, true
+		}
+	}
+	return "", false
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
@@ -59,26 +58,8 @@ func TestIteratorEdgeKeysAcrossChanges(t *testing.T) {
 			case 1:
 				end = []byte{}
 			}
-			inRange := func(k string) bool {
-				return (start == nil || k >= string(start)) && (end == nil || k < string(end))
-			}
 			next := func(cur string, first bool) (string, bool) {
-				var keys []string
-				for k := range model {
-					if inRange(k) {
-						keys = append(keys, k)
-					}
-				}
-				slices.Sort(keys)
-				if !asc {
-					slices.Reverse(keys)
-				}
-				for _, k := range keys {
-					if first || asc && k > cur || !asc && k < cur {
-						return k, true
-					}
-				}
-				return "", false
+				return modelNext(model, start, end, asc, cur, first)
 			}
 			it := tr.Iterator(start, end, asc)
 			want, ok := next("", true)
