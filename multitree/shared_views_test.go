@@ -7,7 +7,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,27 +355,13 @@ func TestPinFailsAfterChildReleased(t *testing.T) {
 // own, so the switch collects at once all the same, while the view keeps
 // the files mapped.
 func TestCollectAtSwitchBesideChildView(t *testing.T) {
-	forced := func() uint32 {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.NumForcedGC
-	}
+	forced := forcedGCs
 	db, err := Open(t.TempDir(), Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 3, SnapshotKeepRecent: 10, ViewCacheSize: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	i := 0
-	commit := func() {
-		t.Helper()
-		if err := db.Set("a", []byte(fmt.Sprint("k", i)), []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		i++
-	}
+	commit, _ := keyCommitter(t, db)
 	commit() // 1
 	commit() // 2
 	// a view of 1, rebuilt from snapshot 0, which the database maps: cached

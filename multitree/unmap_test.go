@@ -127,12 +127,32 @@ func TestCollectAfterSwitch(t *testing.T) {
 	}
 }
 
-func testCollectAfterSwitch(t *testing.T, background bool) {
-	forced := func() uint32 {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.NumForcedGC
+// forcedGCs returns the number of collections forced so far (runtime.GC).
+func forcedGCs() uint32 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.NumForcedGC
+}
+
+// keyCommitter returns commit, which commits a version that writes the
+// next key of store "a", and the number of versions it committed.
+func keyCommitter(t *testing.T, db *DB) (commit func(), commits func() int) {
+	i := 0
+	commit = func() {
+		t.Helper()
+		if err := db.Set("a", []byte(fmt.Sprint("k", i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		i++
 	}
+	return commit, func() int { return i }
+}
+
+func testCollectAfterSwitch(t *testing.T, background bool) {
+	forced := forcedGCs
 	opts := Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 3, SnapshotKeepRecent: 10, ViewCacheSize: 1}
 	if !background {
 		opts.SnapshotInterval = -1
@@ -144,17 +164,7 @@ func testCollectAfterSwitch(t *testing.T, background bool) {
 	defer db.Close()
 	unmapped := make(chan struct{}, 64)
 	SetUnmapHook(db, func() { unmapped <- struct{}{} })
-	i := 0
-	commit := func() {
-		t.Helper()
-		if err := db.Set("a", []byte(fmt.Sprint("k", i)), []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		i++
-	}
+	commit, commits := keyCommitter(t, db)
 	// waitUnmapped waits for the next background unmapping to start and
 	// then for the collections it may run to be counted
 	waitUnmapped := func(what string) {
@@ -175,7 +185,7 @@ func testCollectAfterSwitch(t *testing.T, background bool) {
 		// for (not a number of commits: a rewrite slower than 1000
 		// commits on a loaded machine failed the test), and the next
 		// commit switches to it
-		for i < 3 {
+		for commits() < 3 {
 			commit()
 		}
 		waitRewrite(db)
@@ -190,7 +200,7 @@ func testCollectAfterSwitch(t *testing.T, background bool) {
 		return
 	}
 
-	for i < 3 {
+	for commits() < 3 {
 		commit()
 	}
 	before := forced()
@@ -198,7 +208,7 @@ func testCollectAfterSwitch(t *testing.T, background bool) {
 		t.Fatal(err)
 	}
 	waitUnmapped("RewriteSnapshot")
-	for i < 6 {
+	for commits() < 6 {
 		commit()
 	}
 	// views of old versions, rebuilt from the snapshots they need and
