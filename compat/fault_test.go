@@ -53,15 +53,8 @@ func TestQueryDamagedSnapshot(t *testing.T) {
 			cfg := compat.DefaultConfig()
 			cfg.SnapshotInterval = -1
 			cfg.OpenCheck = "none"
-			ms, err := compat.NewMultiStore(dir, nil, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ms := newOurs(t, dir, cfg, keyring{}, mount{iavl: []string{"a"}}, nil)
 			defer ms.Close()
-			ms.MountStoreWithDB(types.NewKVStoreKey("a"), types.StoreTypeIAVL, nil)
-			if err := ms.LoadLatestVersion(); err != nil {
-				t.Fatal(err)
-			}
 			path := filepath.Join(dir, "snapshot-00000000000000000001", "s-a", c.file)
 			if err := os.Truncate(path, 0); err != nil {
 				t.Fatal(err)

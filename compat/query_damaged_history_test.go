@@ -64,15 +64,8 @@ func TestQueryOlderVersionDamaged(t *testing.T) {
 	cfg := compat.DefaultConfig()
 	cfg.SnapshotInterval = -1
 	cfg.SnapshotKeepRecent = 1
-	ms, err := compat.NewMultiStore(dir, nil, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ms := newOurs(t, dir, cfg, keyring{}, mount{iavl: []string{"a"}}, nil)
 	defer ms.Close()
-	ms.MountStoreWithDB(types.NewKVStoreKey("a"), types.StoreTypeIAVL, nil)
-	if err := ms.LoadLatestVersion(); err != nil {
-		t.Fatal(err)
-	}
 	_, berr := ms.CacheMultiStoreWithVersion(31)
 	if !errors.Is(berr, multitree.ErrCorrupt) {
 		t.Fatalf("CacheMultiStoreWithVersion(31): %v, want multitree.ErrCorrupt", berr)
