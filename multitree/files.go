@@ -93,6 +93,10 @@ func writeFileReplace(dir, name string, data []byte) error {
 	return os.Rename(tmp, filepath.Join(dir, name))
 }
 
+// lockFileOpened, when set, runs in lockDir between the open of the lock
+// file and its flock.
+var lockFileOpened func(path string)
+
 // lockDir takes the writer's lock on dir/LOCK.
 //
 // The lock is on the file that path names once it is held: a holder that
@@ -106,6 +110,9 @@ func lockDir(dir string) (*os.File, error) {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			return nil, err
+		}
+		if h := lockFileOpened; h != nil {
+			h(path)
 		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			f.Close()
