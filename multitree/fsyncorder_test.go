@@ -254,6 +254,9 @@ type fsoPolicy struct {
 	commits int
 	flushAt int64 // the version after whose commit the log is flushed
 	segment int64 // Options.WALSegmentSize
+	// interval is Options.SnapshotInterval (0: none); the policy's
+	// database then keeps all its snapshots and log
+	interval int64
 }
 
 // fsoPolicies are the relaxed fsync policies checked. Segments of a few
@@ -262,12 +265,15 @@ type fsoPolicy struct {
 // segment, so that its count bound is reached when the self-check takes
 // its fsyncs out.
 var fsoPolicies = []fsoPolicy{
-	{"every-async", wal.SyncEveryCommit, 3, 24, 10, 6 << 10},
+	{"every-async", wal.SyncEveryCommit, 3, 24, 10, 6 << 10, 0},
 	// one segment: its fsyncs are the policy's, not those of rollovers
-	{"grouped-sync", wal.SyncGrouped, 0, wal.DefaultGroupCount + 8, 10, 1 << 20},
-	{"grouped-async", wal.SyncGrouped, 3, 24, 10, 6 << 10},
-	{"none-sync", wal.SyncNone, 0, 24, 10, 6 << 10},
-	{"none-async", wal.SyncNone, 3, 24, 10, 6 << 10},
+	{"grouped-sync", wal.SyncGrouped, 0, wal.DefaultGroupCount + 8, 10, 1 << 20, 0},
+	{"grouped-async", wal.SyncGrouped, 3, 24, 10, 6 << 10, 0},
+	{"none-sync", wal.SyncNone, 0, 24, 10, 6 << 10, 0},
+	{"none-async", wal.SyncNone, 3, 24, 10, 6 << 10, 0},
+	// background rewrites: the log must be durable up to a rewrite's
+	// snapshot before current names it
+	{"none-rewrite", wal.SyncNone, 3, 24, 10, 6 << 10, 5},
 }
 
 // fsoIdlePause is how long the policies case waits after its last commit
@@ -295,13 +301,23 @@ func fsoChildPolicies(t *testing.T, dir string, mark fsoMark) {
 	for _, p := range fsoPolicies {
 		mark("use %s", p.name)
 		mark("phase %s", p.name)
+		interval, keep := int64(-1), 0
+		if p.interval > 0 {
+			interval, keep = p.interval, p.commits
+		}
 		db, err := Open(filepath.Join(dir, p.name), Options{CreateIfMissing: true, InitialStores: crashStores,
-			SnapshotInterval: -1, WALSegmentSize: p.segment, Sync: p.sync, AsyncCommitBuffer: p.async})
+			SnapshotInterval: interval, SnapshotKeepRecent: keep, WALSegmentSize: p.segment, Sync: p.sync, AsyncCommitBuffer: p.async})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < p.commits; i++ {
 			v := fsoCommit(t, db, fsoSmallBlock(db.WorkingVersion()), mark)
+			if p.interval > 0 && v%p.interval == 0 {
+				// the rewrite of v installs its snapshot before the
+				// log holds v+1, whose record would start a segment
+				// (an fsync of the one that holds v)
+				waitRewrite(db)
+			}
 			if v == p.flushAt {
 				if err := db.log.Flush(); err != nil {
 					t.Fatal(err)
@@ -896,6 +912,16 @@ func fsoPoliciesCase(t *testing.T, strace string) {
 			from, to := use("none-sync")
 			return f.rollFsyncs(from, to)
 		}},
+		{"the fsync of the log before current names a background rewrite's snapshot, under SyncNone", []string{"current"}, func() []int {
+			from, to := use("none-rewrite")
+			// the first rewrite's: current is written at creation too
+			from = f.markerIn(from, to, "acked 5")
+			rename := f.first(from, f.renameTo(`/current$`))
+			if rename < 0 || rename > to {
+				return nil
+			}
+			return []int{f.last(from, rename, segFsync("none-rewrite"))}
+		}},
 	})
 	for i, m := range ms {
 		p := fsoPolicies[i]
@@ -910,6 +936,9 @@ func fsoPoliciesCase(t *testing.T, strace string) {
 		}
 		if p.sync == wal.SyncGrouped {
 			fsoCounts(t, []fsoCount{{p.name + " pauses", m.stats.idles, 1}})
+		}
+		if p.interval > 0 {
+			fsoCounts(t, []fsoCount{{p.name + " replacements of current", m.stats.currents, 2}})
 		}
 		t.Logf("%s: checked %d acks (at most %d versions lost at once, %d unwritten), %d segment creations, %d fsyncs of segments",
 			p.name, m.stats.acks, m.stats.maxLost, m.stats.maxUnwritten, m.stats.rolls, m.stats.segFsyncs)

@@ -159,8 +159,12 @@ func (db *DB) installRewrite(st *stagedSnapshot, v int64) error {
 		db.markChecked(v)
 	}
 	// the log must be durable up to the snapshot before current points
-	// at it, so that the log continues where it ends
-	if err := db.log.Flush(); err != nil {
+	// at it, so that the log continues where it ends, whatever the fsync
+	// policy: under SyncNone a power loss could otherwise leave current
+	// naming v beside a log that ends before it, which Open repairs by
+	// removing the older snapshots SnapshotKeepRecent keeps and emptying
+	// the log
+	if err := db.log.Sync(); err != nil {
 		return err
 	}
 	return writeFileAtomic(db.dir, currentFileName, encodeCurrent(v))
@@ -645,7 +649,9 @@ func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
 		db.startPruneLocked()
 		return nil
 	}
-	if err := db.log.Flush(); err != nil {
+	// durable whatever the fsync policy: current is to name v, and the
+	// log must continue where v's snapshot ends (see installRewrite)
+	if err := db.log.Sync(); err != nil {
 		return err
 	}
 	db.log.RollAt(v + 1)

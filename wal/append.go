@@ -161,7 +161,15 @@ func (l *Log) appendAsync(e *Entry) error {
 // Flush waits until every entry appended before the call is written to its
 // segment file and, unless the policy is SyncNone, fsynced. It returns the
 // sticky writer error if there is one.
-func (l *Log) Flush() error {
+func (l *Log) Flush() error { return l.flush(false) }
+
+// Sync is Flush with an fsync whatever the policy: once it returns, every
+// entry appended before the call is durable. It is for the points where
+// something outside the log comes to depend on its entries (a snapshot
+// made current, which the log must continue), not for the append path.
+func (l *Log) Sync() error { return l.flush(true) }
+
+func (l *Log) flush(always bool) error {
 	l.app.Lock()
 	if l.app.closed {
 		l.app.Unlock()
@@ -172,7 +180,7 @@ func (l *Log) Flush() error {
 		return nil
 	}
 	if l.queue != nil {
-		done, err := l.sendFlushLocked(true)
+		done, err := l.sendFlushLocked(true, always)
 		l.app.Unlock()
 		if err != nil {
 			return err
@@ -185,19 +193,32 @@ func (l *Log) Flush() error {
 	if err := l.stickyErr(); err != nil {
 		return err
 	}
-	if err := l.syncAfterWriteLocked(0, true); err != nil {
+	err := l.syncAfterWriteLocked(0, true)
+	if err == nil && always {
+		err = l.syncUnsyncedLocked()
+	}
+	if err != nil {
 		l.fail(err)
 		return err
 	}
 	return nil
 }
 
+// syncUnsyncedLocked fsyncs the active segment if it holds entries not
+// fsynced yet, whatever the policy. w must be held.
+func (l *Log) syncUnsyncedLocked() error {
+	if l.w.unsynced == 0 || l.w.f == nil {
+		return nil
+	}
+	return l.syncLocked()
+}
+
 // sendFlushLocked queues a flush marker; app must be held. The writer
 // answers every marker, also after a failure.
-func (l *Log) sendFlushLocked(sync bool) (chan error, error) {
+func (l *Log) sendFlushLocked(sync, always bool) (chan error, error) {
 	done := make(chan error, 1)
 	select {
-	case l.queue <- request{done: done, sync: sync}:
+	case l.queue <- request{done: done, sync: sync, always: always}:
 		return done, nil
 	case <-l.failed:
 		return nil, l.stickyErr()
@@ -207,7 +228,7 @@ func (l *Log) sendFlushLocked(sync bool) (chan error, error) {
 // flushQueueLocked waits until the writer has written everything queued;
 // app must be held.
 func (l *Log) flushQueueLocked(sync bool) error {
-	done, err := l.sendFlushLocked(sync)
+	done, err := l.sendFlushLocked(sync, false)
 	if err != nil {
 		return err
 	}
@@ -291,10 +312,11 @@ func (l *Log) runBatch(reqs []request) []request {
 		}
 		enc := slices.Grow(l.w.enc[:0], size)
 		ends := l.w.ends[:0]
-		force := false
+		force, always := false, false
 		for _, r := range reqs {
 			if r.done != nil {
 				force = force || r.sync
+				always = always || r.always
 				continue
 			}
 			var encErr error
@@ -326,6 +348,9 @@ func (l *Log) runBatch(reqs []request) []request {
 		}
 		if err == nil {
 			err = l.syncAfterWriteLocked(len(recs), force)
+		}
+		if err == nil && always {
+			err = l.syncUnsyncedLocked()
 		}
 		clear(recs)
 		l.w.pend = recs[:0]

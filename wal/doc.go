@@ -80,7 +80,7 @@
 //     had not yet written back, plus in asynchronous mode the queued
 //     entries. Older segments are complete and durable: a segment is
 //     fsynced before the next one is created. Flush does not fsync under
-//     this policy; Close does. So that this fsync, in the Append that fills
+//     this policy; Sync and Close do. So that this fsync, in the Append that fills
 //     a segment, does not wait for the whole segment to reach the disk, the
 //     writer starts the writeback of every 8 MiB it writes without waiting
 //     for it (sync_file_range), whatever the policy.

@@ -141,6 +141,7 @@ type request struct {
 	version int64
 	done    chan error // flush marker: receives the outcome
 	sync    bool       // flush marker: fsync (unless SyncNone)
+	always  bool       // flush marker: fsync whatever the policy (Sync)
 }
 
 // Open opens the log in dir, creating the directory if needed (unless
