@@ -70,9 +70,11 @@
 // snapshots forward, so they are removed first, whatever SnapshotKeepRecent
 // says: ViewAt and TargetVersion refuse the versions before the large one
 // with ErrVersion. Open handles a log that is empty or ends before the
-// current snapshot (a crash inside such a Commit, or a machine crash under
-// a relaxed fsync policy) the same way: it removes the older snapshots,
-// then empties the log. A read beside the writer (a read-only Open, a
+// current snapshot (a crash inside such a Commit, or a log whose end was
+// lost) the same way: it removes the older snapshots, then empties the log.
+// Under every fsync policy the log is fsynced up to a snapshot before
+// current names it, so a machine crash under a relaxed policy loses only
+// log entries after the snapshot current names. A read beside the writer (a read-only Open, a
 // ViewAt) that finds, after its replay, that the snapshot it started from
 // was removed meanwhile starts again from a kept one, as the log it read
 // may no longer have reached back to it.
