@@ -597,7 +597,15 @@ func TestAppendAfterFailedRollAhead(t *testing.T) {
 			if opts.SegmentSize == 0 {
 				l.RollAt(4)
 			}
-			<-inSync // the roll, on a goroutine of the log, holds the writer in its fsync
+			// the roll, on a goroutine of the log, holds the writer in
+			// its fsync (the guard turns a roll that never starts into
+			// a failure instead of a hang of the whole package)
+			select {
+			case <-inSync:
+			case <-time.After(time.Minute):
+				close(release)
+				t.Fatal("no roll started ahead of version 4's record")
+			}
 			besideFailedRoll(t, l, fs, opts, release, "Append(4)", "appendSync", func() error { return l.Append(Entry{Version: 4}) })
 		})
 	}
