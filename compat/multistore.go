@@ -805,8 +805,11 @@ func (s *MultiStore) planUpgradesOf(names []string, version int64, upgrades *typ
 			// also a deleted or renamed-from store: rootmulti loads it
 			// before it removes it
 			return up, nil, fmt.Errorf("version of store %s mismatch root store's version; expected %d got 0; new stores should be added using StoreUpgrades", name, version)
-		case upgrades.IsDeleted(name) || renamedFrom[name] || (pending[name] && !added):
-			// rootmulti empties it and drops it at the next commit
+		case upgrades.IsDeleted(name) || renamedFrom[name] || pending[name]:
+			// rootmulti empties it and drops it at the next commit; a
+			// store an earlier load removed stays removed until then
+			// even if this load adds it again (possible only before
+			// the first commit), writes made to it meanwhile included
 			if existing[name] && !renamedFrom[name] {
 				up.Deleted = append(up.Deleted, name)
 			}
