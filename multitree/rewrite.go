@@ -42,9 +42,11 @@ func (j *rewriteJob) failure() error {
 }
 
 // canceledOnly reports whether err is a rewrite's cancellation and nothing
-// else: context.Canceled, or errors joined from the rewrite's workers that
-// all are. A worker's failure joined with the other workers' cancellation
-// by Close meanwhile is a failure.
+// else: context.Canceled, ErrClosed (a wait of the rewrite, such as on a
+// check of a snapshot another goroutine runs, that Close ended), or errors
+// joined from the rewrite's workers that all are. A worker's failure
+// joined with the other workers' cancellation by Close meanwhile is a
+// failure.
 func canceledOnly(err error) bool {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {
@@ -54,7 +56,7 @@ func canceledOnly(err error) bool {
 		}
 		return true
 	}
-	return errors.Is(err, context.Canceled)
+	return errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed)
 }
 
 type rewriteResult struct {
