@@ -43,20 +43,37 @@ func (j *rewriteJob) failure() error {
 
 // canceledOnly reports whether err is a rewrite's cancellation and nothing
 // else: context.Canceled, ErrClosed (a wait of the rewrite, such as on a
-// check of a snapshot another goroutine runs, that Close ended), or errors
-// joined from the rewrite's workers that all are. A worker's failure
-// joined with the other workers' cancellation by Close meanwhile is a
-// failure.
+// check of a snapshot another goroutine runs, that Close ended), wrapped
+// in any number of errors that add only text, or errors joined from the
+// rewrite's workers that all are. A worker's failure joined with the other
+// workers' cancellation by Close meanwhile is a failure, however deep the
+// join is wrapped (a store's name, say); so is an error that wraps a class
+// beside the cancellation (ErrCorrupt: damage found as the rewrite
+// stopped).
 func canceledOnly(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if !canceledOnly(e) {
+	for err != nil {
+		if err == context.Canceled || err == ErrClosed {
+			return true
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() []error }:
+			errs := x.Unwrap()
+			if len(errs) == 0 {
 				return false
 			}
+			for _, e := range errs {
+				if !canceledOnly(e) {
+					return false
+				}
+			}
+			return true
+		case interface{ Unwrap() error }:
+			err = x.Unwrap()
+		default:
+			return false
 		}
-		return true
 	}
-	return errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed)
+	return false
 }
 
 type rewriteResult struct {
