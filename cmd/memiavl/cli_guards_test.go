@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
 
 // TestReferenceFormatDir: a directory of the reference (cronos)
@@ -83,43 +80,6 @@ func TestShortWriteFails(t *testing.T) {
 type shortWriter struct{}
 
 func (shortWriter) Write(p []byte) (int, error) { return len(p) / 2, nil }
-
-// TestExportSyncsFileBeforeRename: export fsyncs the stream file it
-// wrote under a temporary name before it renames it into place: otherwise
-// a power loss after the reported success could leave the name pointing at
-// an empty or partial file.
-func TestExportSyncsFileBeforeRename(t *testing.T) {
-	strace := testutil.Strace(t)
-	bin := buildBinary(t)
-	db := t.TempDir()
-	makeDB(t, db, 0.01, 3)
-	out := t.TempDir()
-	file := filepath.Join(out, "state.bin")
-	trace := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(strace, "-f", "-qq", "-y", "-o", trace, "-e", "trace=rename,renameat,renameat2,fsync,fdatasync",
-		bin, "export", db, file)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("export: %v\n%s", err, b)
-	}
-	b, err := os.ReadFile(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	synced := false
-	for _, line := range strings.Split(string(b), "\n") {
-		switch {
-		case strings.Contains(line, "sync(") && strings.Contains(line, "<"+file+".") && strings.Contains(line, ".tmp>") &&
-			strings.Contains(line, "= 0"):
-			synced = true
-		case strings.Contains(line, "rename") && strings.Contains(line, `"`+file+`"`) && strings.Contains(line, "= 0"):
-			if !synced {
-				t.Fatalf("the stream file was renamed to %s before its data was fsynced:\n%s", file, b)
-			}
-			return
-		}
-	}
-	t.Fatalf("no rename to %s traced:\n%s", file, b)
-}
 
 // TestImportIAVLDestinationInsideSource: import-iavl into a directory
 // inside the application database it reads is a usage error (exit 2),

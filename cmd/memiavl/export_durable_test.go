@@ -10,10 +10,12 @@ import (
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
 
-// TestExportNameDurable: export renames its finished stream file into
-// place and then fsyncs the directory holding it, before it reports
-// success: a power loss after the report cannot lose the file's name.
-func TestExportNameDurable(t *testing.T) {
+// TestExportDurable: export writes its stream under a temporary name,
+// fsyncs that file, renames it into place and then fsyncs the directory
+// holding it, all before it reports success: a power loss after the report
+// can neither leave the name pointing at an empty or partial file nor lose
+// the name.
+func TestExportDurable(t *testing.T) {
 	strace := testutil.Strace(t)
 	bin := buildBinary(t)
 	db := t.TempDir()
@@ -33,16 +35,22 @@ func TestExportNameDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	renamed := -1
-	for i, line := range strings.Split(string(b), "\n") {
+	fileSynced, renamed := false, false
+	for _, line := range strings.Split(string(b), "\n") {
 		switch {
-		case strings.Contains(line, "rename") && strings.Contains(line, `"`+file+`"`) && strings.Contains(line, "= 0"):
-			renamed = i
-		case renamed >= 0 && strings.Contains(line, "sync(") && strings.Contains(line, "<"+out+">"):
+		case !renamed && strings.Contains(line, "sync(") && strings.Contains(line, "<"+file+".") &&
+			strings.Contains(line, ".tmp>") && strings.Contains(line, "= 0"):
+			fileSynced = true
+		case !renamed && strings.Contains(line, "rename") && strings.Contains(line, `"`+file+`"`) && strings.Contains(line, "= 0"):
+			if !fileSynced {
+				t.Fatalf("the stream file was renamed to %s before its data was fsynced:\n%s", file, b)
+			}
+			renamed = true
+		case renamed && strings.Contains(line, "sync(") && strings.Contains(line, "<"+out+">"):
 			return // the directory's fsync after the rename
 		}
 	}
-	if renamed < 0 {
+	if !renamed {
 		t.Fatalf("no rename to %s traced:\n%s", file, b)
 	}
 	t.Fatalf("no fsync of %s after the rename of the stream file into it:\n%s", out, b)
