@@ -198,6 +198,12 @@ func checkDBDir(dir string) error {
 	}
 	cur, err := os.Lstat(filepath.Join(dir, currentName))
 	if absent(err) {
+		// snapshots or log entries without current: a database that
+		// lost the file, which the library refuses as damage, not a
+		// directory that never held one
+		if _, lerr := multitree.LatestVersion(dir); errors.Is(lerr, multitree.ErrCorrupt) {
+			return lerr
+		}
 		return fmt.Errorf("%s holds no memiavl database (no 'current' file)", dir)
 	}
 	if err != nil {
