@@ -85,3 +85,36 @@ func TestCLIJSONNonUTF8StoreNames(t *testing.T) {
 		}
 	}
 }
+
+// TestCLITextStoreNames: the text reports of dump, wal dump and verify
+// print a store name as it is, and quote one that holds a space or is not
+// valid UTF-8, so that a list of names separated by spaces reads back.
+func TestCLITextStoreNames(t *testing.T) {
+	dir := t.TempDir()
+	plain, quoted := "bank", []string{"a b", "c\xffd"}
+	names := append([]string{plain}, quoted...)
+	db, err := multitree.Open(dir, multitree.Options{CreateIfMissing: true, InitialStores: names, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var css []wal.ChangeSet
+	for _, n := range names {
+		css = append(css, wal.ChangeSet{Name: n, Pairs: []wal.KVPair{{Key: []byte("k"), Value: []byte("v")}}})
+	}
+	mustOK(t, db.ApplyChangeSets(css))
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, db.Close())
+	for _, args := range [][]string{{"dump", dir}, {"wal", "dump", dir}, {"verify", dir}} {
+		out := mustCLI(t, args...)
+		if strings.Contains(out, strconv.Quote(plain)) || !strings.Contains(out, plain) {
+			t.Errorf("%v: store %q not printed as it is:\n%s", args, plain, out)
+		}
+		for _, n := range quoted {
+			if !strings.Contains(out, strconv.Quote(n)) {
+				t.Errorf("%v: store %q not printed quoted:\n%s", args, n, out)
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -131,7 +132,11 @@ func runVerify(w io.Writer, dir string, asJSON, strict bool) error {
 	if rep.RollbackTo != 0 {
 		t.add("warning", "%s", unfinishedRollbackText(rep.RollbackTo))
 	}
-	t.add("stores", "%d %q (checked node by node at version %d)", len(rep.Stores), rep.Stores, rep.Version)
+	shown := make([]string, len(rep.Stores))
+	for i, name := range rep.Stores {
+		shown[i] = shownName(name)
+	}
+	t.add("stores", "%d: %s (checked node by node at version %d)", len(rep.Stores), strings.Join(shown, " "), rep.Version)
 	t.add("result", "OK")
 	t.write(w)
 	return nil
