@@ -61,8 +61,8 @@ type Config struct {
 	// snapshot file once) or "none".
 	OpenCheck string `mapstructure:"open-check"`
 	// QueryViews is how many versions the store keeps open for queries and
-	// historical branches (CacheMultiStoreWithVersion), the latest ones
-	// first. A branch whose version has been evicted fails its next read
+	// historical branches (CacheMultiStoreWithVersion); the least recently
+	// used one is closed first. A branch whose version has been evicted fails its next read
 	// (ErrVersionReleased) as a pruned version does in rootmulti.
 	QueryViews int `mapstructure:"query-views"`
 }

@@ -114,8 +114,9 @@ background snapshot rewrite every --snapshot-interval versions, then closes
 the database, reopens it (replaying the log since the last snapshot) and
 reports:
 
-  - throughput: pairs per second of blocks 2..N, counting the time spent in
-    ApplyChangeSets and Commit (not the generation of the blocks);
+  - throughput (updates/s): pairs set or deleted per second of blocks 2..N,
+    counting the time spent in ApplyChangeSets and Commit (not the
+    generation of the blocks);
   - commit latency (Commit alone) and block latency (apply + commit)
     percentiles p50/p90/p99/max;
   - snapshot rewrites: for each, the time from the commit that started it to

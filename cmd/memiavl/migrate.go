@@ -212,8 +212,12 @@ reference memiavl (github.com/crypto-org-chain/cronos/memiavl v0.1.0), at
 the reference's latest version and with the identical app hash: it streams
 the reference's current snapshot into a new snapshot, checking every root
 hash and the app hash, then replays the reference's write-ahead log entries
-after it. The reference directory is only read; its node must be stopped
-(a running one is found by its lock and refused).
+after it. The reference's log carries no checksums: a damaged entry that
+still decodes is replayed as the reference itself would replay it, and
+shows only as an app hash other than the one the chain recorded (compare
+the printed app hash with the block's). The reference directory is only
+read; its node must be stopped (a running one is found by its lock and
+refused).
 <dir> must not hold a database, except one with nothing committed (version
 0: a node's first start with this store creates one), which is replaced
 (the reference directory must then not lie inside <dir>); nor may it lie

@@ -74,7 +74,8 @@ Interrupting it (Ctrl-C, a kill, a crash) is safe: the snapshot is written
 under a temporary name and only switched to once complete and durable; the
 next writer open removes the leftovers, so the command can simply be run
 again. On a terminal it shows a progress bar, otherwise it logs progress
-lines on stderr.`,
+lines on stderr; --progress none turns both off, and the lines naming each
+step (verifying, writing) are still printed on stderr.`,
 		Example: `  memiavl rewrite-snapshot ./memiavl.db
   memiavl rewrite-snapshot --version 1000 --rollback ./memiavl.db`,
 		Args: exactArgs(1),
