@@ -37,34 +37,33 @@ func flipInFile(t *testing.T, path string, old, repl []byte) {
 // such a directory is a leftover the open removes): a sound one is kept as
 // it is, a damaged one (a value changed in its files) is written anew, and
 // neither the database nor a later open serves the damage.
-func TestRewriteVetsLeftSnapshot(t *testing.T) {
-	for _, damaged := range []bool{false, true} {
-		t.Run(fmt.Sprintf("damaged=%v", damaged), func(t *testing.T) { vetLeftSnapshot(t, damaged) })
+// commitVetValue commits version v of store "a": k set to value-<v>, and
+// others more keys changed.
+func commitVetValue(t *testing.T, db *DB, v int64, others int) {
+	t.Helper()
+	if err := db.Set("a", []byte("k"), []byte(fmt.Sprintf("value-%d", v))); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < others; i++ {
+		if err := db.Set("a", []byte(fmt.Sprintf("other-%02d", i)), []byte(fmt.Sprint("x", v))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func vetLeftSnapshot(t *testing.T, damaged bool) {
-	dir := t.TempDir()
+// writeVetFixture creates a database of store "a" in dir with versions
+// 1..4 (see commitVetValue) and snapshots 2 and 4 kept, and closes it.
+func writeVetFixture(t *testing.T, dir string, others int) {
+	t.Helper()
 	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1, SnapshotKeepRecent: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit := func(db *DB, v int64) {
-		t.Helper()
-		if err := db.Set("a", []byte("k"), []byte(fmt.Sprintf("value-%d", v))); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < 50; i++ {
-			if err := db.Set("a", []byte(fmt.Sprintf("other-%02d", i)), []byte(fmt.Sprint("x", v))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for v := int64(1); v <= 4; v++ {
-		commit(db, v)
+		commitVetValue(t, db, v, others)
 		if v%2 == 0 {
 			if err := db.RewriteSnapshot(context.Background()); err != nil {
 				t.Fatal(err)
@@ -74,6 +73,18 @@ func vetLeftSnapshot(t *testing.T, damaged bool) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestRewriteVetsLeftSnapshot(t *testing.T) {
+	for _, damaged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("damaged=%v", damaged), func(t *testing.T) { vetLeftSnapshot(t, damaged) })
+	}
+}
+
+func vetLeftSnapshot(t *testing.T, damaged bool) {
+	dir := t.TempDir()
+	commit := func(db *DB, v int64) { t.Helper(); commitVetValue(t, db, v, 50) }
+	writeVetFixture(t, dir, 50)
 	snap4 := filepath.Join(dir, snapshotDirName(4))
 	// the modification times of the snapshot's files but the one damaged
 	stamps := func() map[string]int64 {
@@ -99,7 +110,7 @@ func vetLeftSnapshot(t *testing.T, damaged bool) {
 		flipInFile(t, filepath.Join(snap4, treeDirName("a"), "kvs"), []byte("value-4"), []byte("valuX-4"))
 	}
 
-	db, err = Open(dir, Options{TargetVersion: 3, OpenCheck: OpenCheckSync, SnapshotInterval: -1, SnapshotKeepRecent: 5})
+	db, err := Open(dir, Options{TargetVersion: 3, OpenCheck: OpenCheckSync, SnapshotInterval: -1, SnapshotKeepRecent: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

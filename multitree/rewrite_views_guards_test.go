@@ -124,35 +124,11 @@ func TestRewritePacedAtRate(t *testing.T) {
 // at its latest version.
 func TestVetKeepsCurrentOpenable(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: -1, SnapshotKeepRecent: 5}
-	db, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit := func(db *DB, v int64) {
-		t.Helper()
-		if err := db.Set("a", []byte("k"), []byte(fmt.Sprintf("value-%d", v))); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for v := int64(1); v <= 4; v++ {
-		commit(db, v)
-		if v%2 == 0 {
-			if err := db.RewriteSnapshot(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeVetFixture(t, dir, 0)
+	commit := func(db *DB, v int64) { t.Helper(); commitVetValue(t, db, v, 0) }
 	flipInFile(t, filepath.Join(dir, snapshotDirName(4), treeDirName("a"), "kvs"), []byte("value-4"), []byte("valuX-4"))
 
-	opts.CreateIfMissing, opts.TargetVersion, opts.OpenCheck = false, 3, OpenCheckSync
-	db, err = Open(dir, opts)
+	db, err := Open(dir, Options{SnapshotInterval: -1, SnapshotKeepRecent: 5, TargetVersion: 3, OpenCheck: OpenCheckSync})
 	if err != nil {
 		t.Fatal(err)
 	}
