@@ -675,7 +675,7 @@ func (db *DB) RewriteSnapshot(ctx context.Context) (err error) {
 	}
 	db.log.RollAt(v + 1)
 	if err := db.snapshotNowLocked(ctx, v, nil); err != nil {
-		return err
+		return fmt.Errorf("snapshot at version %d: %w", v, err)
 	}
 	db.publishLocked()
 	db.startPruneLocked()

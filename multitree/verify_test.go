@@ -184,8 +184,9 @@ func TestRewriteOverDamagedSnapshot(t *testing.T) {
 	fi, _ := os.Stat(kvs)
 	restore := testutil.DamageByte(t, kvs, fi.Size()/2)
 	commitN(t, db, 1, 2)
-	if err := db.RewriteSnapshot(context.Background()); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("offline rewrite over a damaged snapshot: %v", err)
+	if err := db.RewriteSnapshot(context.Background()); !errors.Is(err, ErrCorrupt) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("snapshot at version %d", db.Version())) {
+		t.Fatalf("offline rewrite over a damaged snapshot: %v (want ErrCorrupt, naming the version)", err)
 	}
 	if v := db.SnapshotVersion(); v != 8 {
 		t.Fatalf("snapshot %d after the failed rewrite, want 8", v)
