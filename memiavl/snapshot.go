@@ -154,6 +154,15 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts [
 		sw := snapshotWriter{t: t, w: w, ctx: ctx, m: m, split: cfg.split, spawn: cfg.spawn}
 		sw.bulk = bulkCopy && t.pers.s != nil && t.pers.s.FormatVersion() == snapshot.FormatVersion
 		if err := sw.run(t.saved); err != nil {
+			// Damage in the files copied from can fail the write first,
+			// as bad input to the writer (keys out of order, a branch's
+			// height): the check, run to its end, tells damage from other
+			// failures.
+			if ctx.Err() == nil {
+				if cerr := checked(true); cerr != nil && ctx.Err() == nil {
+					return fmt.Errorf("%w: the snapshot the write copies from: %w (the write failed: %w)", ErrCorrupt, cerr, err)
+				}
+			}
 			return err
 		}
 	}
