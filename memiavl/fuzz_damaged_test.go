@@ -1,6 +1,7 @@
 package memiavl_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -120,100 +121,68 @@ func FuzzDamagedTree(f *testing.F) {
 	})
 }
 
-// TestWriteSnapshotDamagedKeyIsCorrupt: a byte of a key in the kvs file
-// of a tree's snapshot is changed so that the key sorts before the one
-// written just before it (found by FuzzDamagedTree). WriteSnapshot of a
-// saved version over that snapshot fails with ErrCorrupt, as for any
-// damage of the snapshot it copies from (the kvs checksum no longer
-// matches), although the writer sees the damage first as keys out of
-// order.
-func TestWriteSnapshotDamagedKeyIsCorrupt(t *testing.T) {
-	const n = 227
-	dir := filepath.Join(t.TempDir(), "snap")
-	if err := keysTree(t, n, "").WriteSnapshot(context.Background(), dir); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, snapshot.FileKVs)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytesIndex(b, []byte("key-00102"))
-	b[i+2] = 'I' // "keI-00102" sorts before "key-00101"
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := snapshot.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < n; i += 3 {
-		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte("updated")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, _, err := tr.SaveVersion(); err != nil {
-		t.Fatal(err)
-	}
-	err = tr.WriteSnapshot(context.Background(), filepath.Join(t.TempDir(), "rewritten"))
-	if !errors.Is(err, memiavl.ErrCorrupt) && !errors.Is(err, snapshot.ErrCorrupt) {
-		t.Fatalf("WriteSnapshot over a snapshot whose kvs checksum fails: %v; want ErrCorrupt", err)
-	}
-}
-
-func bytesIndex(b, sub []byte) int {
-	for i := 0; i+len(sub) <= len(b); i++ {
-		if string(b[i:i+len(sub)]) == string(sub) {
-			return i
-		}
-	}
-	panic("not found")
-}
-
-// TestWriteSnapshotDamagedHeightIsCorrupt: the height byte of a branch
-// record of a tree's snapshot is changed (found by FuzzDamagedTree).
-// WriteSnapshot over that snapshot fails with ErrCorrupt (the branches
-// checksum no longer matches), although the writer sees the damage first
-// as a tree of the wrong shape.
-func TestWriteSnapshotDamagedHeightIsCorrupt(t *testing.T) {
-	const n = 100
-	dir := filepath.Join(t.TempDir(), "snap")
-	if err := keysTree(t, n, "").WriteSnapshot(context.Background(), dir); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, snapshot.FileBranches)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[2*snapshot.RecordSize+55] ^= 0x30 // branch 2's height
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := snapshot.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < n; i += 3 {
-		if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte("updated")); err != nil && !errors.Is(err, memiavl.ErrCorrupt) {
-			t.Fatal(err)
-		}
-	}
-	if _, _, err := tr.SaveVersion(); err != nil {
-		t.Skipf("SaveVersion found the damage: %v", err)
-	}
-	err = tr.WriteSnapshot(context.Background(), filepath.Join(t.TempDir(), "rewritten"))
-	if !errors.Is(err, memiavl.ErrCorrupt) && !errors.Is(err, snapshot.ErrCorrupt) {
-		t.Fatalf("WriteSnapshot over a snapshot whose branches checksum fails: %v; want ErrCorrupt", err)
+// TestWriteSnapshotDamagedIsCorrupt: damage of the snapshot a tree reads
+// from (found by FuzzDamagedTree) that the writer sees first as bad input
+// fails WriteSnapshot of the tree's next version with ErrCorrupt, as for any
+// damage of the snapshot it copies from (the file's checksum no longer
+// matches): a byte of a key in kvs changed so that the key sorts before
+// the one written just before it (keys out of order), and the height byte
+// of a branch record (a tree of the wrong shape).
+func TestWriteSnapshotDamagedIsCorrupt(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		n      int
+		file   string
+		damage func(b []byte)
+		// SaveVersion may find the damage first (the test is then moot)
+		saveMayFail bool
+	}{
+		{"key", 227, snapshot.FileKVs, func(b []byte) {
+			b[bytes.Index(b, []byte("key-00102"))+2] = 'I' // "keI-00102" sorts before "key-00101"
+		}, false},
+		{"height", 100, snapshot.FileBranches, func(b []byte) {
+			b[2*snapshot.RecordSize+55] ^= 0x30 // branch 2's height
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "snap")
+			if err := keysTree(t, c.n, "").WriteSnapshot(context.Background(), dir); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, c.file)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.damage(b)
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err := snapshot.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < c.n; i += 3 {
+				if _, err := tr.Set([]byte(fmt.Sprintf("key-%05d", i)), []byte("updated")); err != nil &&
+					!(c.saveMayFail && errors.Is(err, memiavl.ErrCorrupt)) {
+					t.Fatal(err)
+				}
+			}
+			if _, _, err := tr.SaveVersion(); err != nil {
+				if c.saveMayFail {
+					t.Skipf("SaveVersion found the damage: %v", err)
+				}
+				t.Fatal(err)
+			}
+			err = tr.WriteSnapshot(context.Background(), filepath.Join(t.TempDir(), "rewritten"))
+			if !errors.Is(err, memiavl.ErrCorrupt) && !errors.Is(err, snapshot.ErrCorrupt) {
+				t.Fatalf("WriteSnapshot over a snapshot whose %s checksum fails: %v; want ErrCorrupt", c.file, err)
+			}
+		})
 	}
 }
