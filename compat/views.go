@@ -103,8 +103,6 @@ func (c *viewCache) unhold(version int64) {
 	}
 }
 
-// get returns the view of version, pinned for the caller (who must Unpin
-// it), opening it if it is not cached.
 // boundTo reports whether the cache serves db: not after a Close or a
 // reload began (which unbind the cache before they swap the database out
 // and close it).
@@ -114,18 +112,15 @@ func (c *viewCache) boundTo(db *multitree.DB) bool {
 	return c.mu.db == db
 }
 
+// get returns the view of version, pinned for the caller (who must Unpin
+// it), opening it if it is not cached.
 func (c *viewCache) get(db *multitree.DB, version int64) (*multitree.View, error) {
 	c.mu.Lock()
 	if c.mu.db != db {
 		c.mu.Unlock()
 		return nil, ErrNotLoaded // closed or reloaded since the caller read db
 	}
-	if v, ok := c.mu.views[version]; ok && v.Pin() {
-		c.touchLocked(version)
-		c.mu.Unlock()
-		return v, nil
-	}
-	if v, ok := c.mu.held[version]; ok && v.Pin() {
+	if v := c.cachedLocked(version); v != nil {
 		c.mu.Unlock()
 		return v, nil
 	}
@@ -141,6 +136,30 @@ func (c *viewCache) get(db *multitree.DB, version int64) (*multitree.View, error
 		v.Release()
 		return nil, fmt.Errorf("%w: %d", multitree.ErrVersion, version)
 	}
+	return c.adopt(db, v)
+}
+
+// cachedLocked returns the view of version pinned, nil if none is held or
+// cached. A held view comes first: the cache may also hold another view of
+// the same version (opened by a query beside the hold, after the cache had
+// evicted the held one), which the cache releases when it evicts it, and a
+// branch of the snapshot's extensions must read the view that stays pinned.
+func (c *viewCache) cachedLocked(version int64) *multitree.View {
+	if v, ok := c.mu.held[version]; ok && v.Pin() {
+		return v
+	}
+	if v, ok := c.mu.views[version]; ok && v.Pin() {
+		c.touchLocked(version)
+		return v
+	}
+	return nil
+}
+
+// adopt caches v, a view of db that get opened without the lock, and
+// returns it pinned for the caller; if a view of its version was held or
+// cached meanwhile, v is released and that one is returned instead.
+func (c *viewCache) adopt(db *multitree.DB, v *multitree.View) (*multitree.View, error) {
+	version := v.Version()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.db != db {
@@ -149,10 +168,9 @@ func (c *viewCache) get(db *multitree.DB, version int64) (*multitree.View, error
 		v.Release()
 		return nil, ErrNotLoaded
 	}
-	if cur, ok := c.mu.views[version]; ok && cur.Pin() {
+	if cur := c.cachedLocked(version); cur != nil {
 		// another query opened it meanwhile
 		v.Release()
-		c.touchLocked(version)
 		return cur, nil
 	}
 	if !v.Pin() {
