@@ -104,7 +104,7 @@ func TestHistQueriesSideBySide(t *testing.T) {
 				// for it, so that the kept heights do not change under the check
 				if phase == "running" {
 					cur := z.c.DB().SnapshotVersion()
-					for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+					for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 						older := 0
 						for _, v := range rvSnapshots(t, z.dir) {
 							if v < cur {

@@ -27,7 +27,7 @@ type stressModel struct{ besideHistory }
 // hash returns the app hash of h, waiting a little for a Commit that has
 // returned to the store's readers but not yet to the test's model.
 func (m *stressModel) hash(h int64) []byte {
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if b := m.besideHistory.hash(h); b != nil || time.Now().After(deadline) {
 			return b

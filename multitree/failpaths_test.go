@@ -192,7 +192,7 @@ func TestFailLogRollBlocked(t *testing.T) {
 // rvGoroutines waits for the goroutine count to come down to at most n.
 func rvGoroutines(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for runtime.NumGoroutine() > n {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
