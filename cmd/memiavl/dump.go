@@ -32,8 +32,11 @@ version is loaded from (the log replayed on top of it). For the latest
 version that is the current snapshot; with --version it may be an older one.
 A store added after the base snapshot has no tree in it (size 0), nor has a
 store renamed since it (its tree is stored under the former name).
-A torn log tail and an unfinished rollback (the version every open stops
-at until a writable open finishes it) are printed as warnings.`,
+The base snapshot's files are checked against their checksums first (they
+are read once, as verify reads them): damage fails the command (exit 1)
+instead of printing hashes the database never had. A torn log tail and an
+unfinished rollback (the version every open stops at until a writable
+open finishes it) are printed as warnings.`,
 		Example: `  memiavl dump ~/.gaia/data/memiavl.db
   memiavl dump --json --version 1200 ./memiavl.db`,
 		Args: exactArgs(1),
@@ -84,9 +87,12 @@ func runDump(w io.Writer, dir string, version int64, asJSON bool) error {
 	if err := checkDBDir(dir); err != nil {
 		return err
 	}
-	// dump reads counts and hashes, no value; verify checks the files
+	// the counts and hashes printed come from the base snapshot's records
+	// (and the log replayed over them hashes its inner nodes): its files'
+	// checksums are checked first, so that damage is an error, not a
+	// wrong app hash
 	db, err := multitree.Open(dir, multitree.Options{ReadOnly: true, TargetVersion: version, SnapshotInterval: -1, ViewCacheSize: -1,
-		OpenCheck: multitree.OpenCheckNone})
+		OpenCheck: multitree.OpenCheckSync})
 	if err != nil {
 		return err
 	}
