@@ -6,7 +6,8 @@
 // # Lifecycle
 //
 // Open maps the current snapshot (see the directory layout in format.go),
-// verifies the stored root hashes against the trees, and replays the log
+// verifies the root hashes its metadata records against each tree's meta
+// file and root record (one record read per tree), and replays the log
 // entries written after the snapshot. Each block then applies its changes
 // (Set, Delete, ApplyChangeSets, ApplyUpgrades), and Commit saves every tree,
 // appends the block's changes to the log and returns the SDK CommitInfo whose

@@ -188,6 +188,20 @@ func openGenerationAs(sdir, named string, version int64) (*generation, map[strin
 	if err != nil {
 		return fail(err)
 	}
+	// the root record is what every hash of the tree starts from: one
+	// record read here turns its damage into a failed open, where the
+	// checksum check (Options.OpenCheck) would report it only after the
+	// database had served and committed over it
+	for _, si := range meta.Stores {
+		h, err := trees[si.Name].RootHashChecked()
+		if err != nil {
+			return fail(openFailure(fmt.Errorf("store %q: %w", si.Name, err)))
+		}
+		if !bytes.Equal(h, si.Hash) {
+			return fail(fmt.Errorf("%w: %s: the root record has hash %X, metadata records %X", ErrCorrupt,
+				filepath.Join(named, treeDirName(si.Name)), h, si.Hash))
+		}
+	}
 	return g, trees, nil
 }
 

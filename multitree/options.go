@@ -30,7 +30,9 @@ const MaxAsyncCommitBuffer = wal.MaxAsyncBuffer
 // per snapshot, when the first such version is rebuilt (a snapshot a
 // rewrite of the database wrote counts as checked).
 // Reads are served from those files as they are, so damage that no check
-// has found (a flipped bit of a value, say) would be served. The files are
+// has found (a flipped bit of a value, say) would be served. Whatever the
+// check, every open compares each tree's root record with the root hash
+// the metadata records, and a damaged root record fails it (ErrCorrupt). The files are
 // read with read(2), not through their mappings, so a check brings no page
 // into the process's memory.
 type OpenCheck int
