@@ -50,8 +50,8 @@ func TestCLIDumpDamagedSnapshot(t *testing.T) {
 		code, got, errs := dump(c.args...)
 		if code == exitOK && got.AppHash != c.want.AppHash {
 			t.Errorf("dump %v: exit 0 with app hash %s, the database's is %s (stderr %q)", c.args, got.AppHash, c.want.AppHash, errs)
-		} else if code != exitFailure || !strings.Contains(errs, "checksum") {
-			t.Errorf("dump %v: exit %d, stderr %q; want exit %d naming the checksum mismatch", c.args, code, errs, exitFailure)
+		} else if code != exitFailure || !strings.Contains(errs, "corrupt") || !strings.Contains(errs, treeDirName("bank")) {
+			t.Errorf("dump %v: exit %d, stderr %q; want exit %d naming the damaged tree", c.args, code, errs, exitFailure)
 		}
 	}
 }

@@ -519,14 +519,22 @@ func TestRewriteSnapshotDamaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.DamageByte(t, lookup, fi.Size()/2)
+	restore := testutil.DamageByte(t, lookup, fi.Size()/2)
+	damaged := testutil.DirDigest(t, dir)
+	// the refused rewrite changes no file; the database, its damaged byte
+	// restored, is still at version 40 with its snapshots
 	unchanged := func(what string) {
 		t.Helper()
+		if testutil.DirDigest(t, dir) != damaged {
+			t.Fatalf("after %s: the database's files changed", what)
+		}
+		restore()
 		var res DumpResult
 		_ = json.Unmarshal([]byte(mustCLI(t, "dump", "--json", dir)), &res)
 		if res.Version != 40 || res.AppHash != hash || res.SnapshotVersion != 20 || !equalInts(res.Snapshots, []int64{0, 10, 20}) || res.WALLast != 40 {
 			t.Fatalf("after %s: %+v", what, res)
 		}
+		restore = testutil.DamageByte(t, lookup, fi.Size()/2)
 	}
 	for _, args := range [][]string{
 		{"rewrite-snapshot", dir},
