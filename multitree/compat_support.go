@@ -265,6 +265,10 @@ func (db *DB) StoreNamesAt(version int64) (_ []string, err error) {
 		stores[si.Name] = ""
 	}
 	if version > cur {
+		if db.rollbackTo > 0 {
+			// the log's later versions are the ones the rollback discards
+			return nil, fmt.Errorf("%w: %d is after %d, the target of an unfinished rollback", ErrVersion, version, db.rollbackTo)
+		}
 		if last := db.log.LastVersion(); version > last {
 			return nil, fmt.Errorf("%w: %d is after the log's last version %d", ErrVersion, version, last)
 		}

@@ -1612,14 +1612,15 @@ func (db *DB) StoreNames() []string {
 
 // WorkingCommitInfo returns the commit info the next Commit will produce:
 // its Hash() is the app hash of the working version. It returns nil once
-// the database is closed. It panics with an error wrapping ErrCorrupt when
+// the database is closed, and after the last version a database can have
+// (math.MaxInt64), which no Commit follows. It panics with an error wrapping ErrCorrupt when
 // a snapshot cannot be read (a file cut short under its mapping, a failed
 // disk read), as the SDK's WorkingHash has no error to return; the
 // database is then broken (see ErrBroken), and Commit fails.
 func (db *DB) WorkingCommitInfo() *storetypes.CommitInfo {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.mu.closed {
+	if db.mu.closed || db.mu.version == math.MaxInt64 {
 		return nil
 	}
 	db.hashTreesLocked()

@@ -511,7 +511,9 @@ func giveUp(dir string) error {
 // leaves an interrupted removal what an interrupted import leaves, which the
 // next import or writer Open with CreateIfMissing clears. Entries of dir
 // that are not the database's stay. It fails with ErrLocked while the
-// database is open for writing.
+// database is open for writing, and with ErrNotFound, removing nothing,
+// when dir holds no database and its log directory holds anything but log
+// segments (so it is not a database's log).
 func RemoveDatabase(dir string) error {
 	if err := checkDirPath(dir); err != nil {
 		return err
@@ -529,6 +531,15 @@ func RemoveDatabase(dir string) error {
 		return err
 	}
 	defer unlockDir(lock)
+	exists, err := hasDatabase(dir)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := os.Lstat(filepath.Join(dir, walDirName)); err == nil && !importLeftover(dir, walDirName) {
+			return fmt.Errorf("%w: %s holds no database, and its %s is not a log: nothing was removed", ErrNotFound, dir, walDirName)
+		}
+	}
 	return giveUp(dir)
 }
 
