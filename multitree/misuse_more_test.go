@@ -86,3 +86,33 @@ func TestWorkingCommitInfoAfterLastVersion(t *testing.T) {
 		t.Fatalf("WorkingCommitInfo after the last version: version %d", info.Version)
 	}
 }
+
+// TestCreateRefusesForeignLogDir: Open with CreateIfMissing in a directory
+// whose "wal" holds other files than log segments refuses (ErrExists) and
+// creates nothing: the database would write its segments among them, and
+// RemoveDatabase, which removes a database's log directory whole, would
+// take them with it.
+func TestCreateRefusesForeignLogDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "wal"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(dir, "wal", "journal.txt")
+	if err := os.WriteFile(foreign, []byte("not a log segment"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}})
+	if err == nil {
+		db.Close()
+		t.Fatal("a database was created over a foreign wal directory")
+	}
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("create over a foreign wal directory: %v, want ErrExists", err)
+	}
+	if ok, _ := hasDatabase(dir); ok {
+		t.Fatal("the refused create left a current file")
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Fatal(err)
+	}
+}
