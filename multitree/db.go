@@ -312,7 +312,7 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			}
 			// a log directory of other files is not this database's to
 			// write segments into (nor, later, to remove with it)
-			if _, err := os.Lstat(filepath.Join(dir, walDirName)); err == nil && !importLeftover(dir, walDirName) {
+			if foreignLogDir(dir) {
 				return nil, fmt.Errorf("%w: %s holds no database, and its %s is not a log (it holds other files): a database is created where that directory is missing or holds only log segments",
 					ErrExists, dir, walDirName)
 			}

@@ -474,8 +474,12 @@ func checkReplaceable(dir string, version int64) error {
 // a directory that holds no database: snapshot and temporary directories
 // and the log (see importLeftover).
 func removeImportLeftovers(dir string) error {
+	// with the marker, the log directory is the removed database's or
+	// the import's own, whatever it holds (see foreignLogDir)
+	_, merr := os.Lstat(filepath.Join(dir, importFileName))
+	marked := merr == nil
 	err := removeEntries(dir, func(name string) bool {
-		return name != lockFileName && name != importFileName && importLeftover(dir, name)
+		return name != lockFileName && name != importFileName && (importLeftover(dir, name) || marked && name == walDirName)
 	})
 	if err != nil {
 		return err
@@ -536,7 +540,7 @@ func RemoveDatabase(dir string) error {
 		return err
 	}
 	if !exists {
-		if _, err := os.Lstat(filepath.Join(dir, walDirName)); err == nil && !importLeftover(dir, walDirName) {
+		if foreignLogDir(dir) {
 			return fmt.Errorf("%w: %s holds no database, and its %s is not a log: nothing was removed", ErrNotFound, dir, walDirName)
 		}
 	}
@@ -555,10 +559,24 @@ func checkImportTarget(dir string) error {
 	if err != nil {
 		return err
 	}
-	if !importLeftover(dir, walDirName) {
+	if foreignLogDir(dir) {
 		return fmt.Errorf("%w: %s holds no database, and its %s is not a log: an import needs a new or empty directory", ErrExists, dir, walDirName)
 	}
 	return nil
+}
+
+// foreignLogDir reports whether dir, which holds no database, has a log
+// directory that is not a database's: one holding anything but log
+// segments, unless the import marker says that an interrupted import or
+// removal left it (an import checks the directory before it writes the
+// marker; a removal writes the marker before it removes the log, whatever
+// the log directory held).
+func foreignLogDir(dir string) bool {
+	if _, err := os.Lstat(filepath.Join(dir, importFileName)); err == nil {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(dir, walDirName))
+	return err == nil && !importLeftover(dir, walDirName)
 }
 
 // importLeftover reports whether name, an entry of dir, is one an import
