@@ -12,8 +12,8 @@ import (
 
 // TestOpenDamagedRootRecord: a snapshot whose root record's hash was
 // damaged (the last branch record of a tree of many keys, the only leaf
-// record of a tree of one) is refused by every open with ErrCorrupt naming
-// the tree, whatever Options.OpenCheck says: without the check every hash
+// record of a tree of one) is refused by every open, and by Verify, with
+// ErrCorrupt naming the file, whatever Options.OpenCheck says: without the check every hash
 // the database computes starts from that record, so a writable open would
 // serve and commit app hashes the chain never had before a background
 // check reported the damage, and OpenCheckNone never would.
@@ -65,9 +65,13 @@ func TestOpenDamagedRootRecord(t *testing.T) {
 					db.Close()
 					t.Fatalf("open (check %v, read-only %v) of a damaged root record succeeded, app hash %X", opts.OpenCheck, opts.ReadOnly, info.Hash())
 				}
-				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), treeDirName(c.store)) {
-					t.Fatalf("open (check %v, read-only %v): %v; want ErrCorrupt naming %s", opts.OpenCheck, opts.ReadOnly, err, treeDirName(c.store))
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("open (check %v, read-only %v): %v; want ErrCorrupt naming %s", opts.OpenCheck, opts.ReadOnly, err, path)
 				}
+			}
+			// Verify names the damaged file, as for any damage it finds
+			if _, err := Verify(dir); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("Verify: %v; want ErrCorrupt naming %s", err, path)
 			}
 		})
 	}

@@ -198,8 +198,14 @@ func openGenerationAs(sdir, named string, version int64) (*generation, map[strin
 			return fail(openFailure(fmt.Errorf("store %q: %w", si.Name, err)))
 		}
 		if !bytes.Equal(h, si.Hash) {
-			return fail(fmt.Errorf("%w: %s: the root record has hash %X, metadata records %X", ErrCorrupt,
-				filepath.Join(named, treeDirName(si.Name)), h, si.Hash))
+			// the root is the last branch record, or the only leaf's
+			s := g.snaps[si.Name]
+			file, rec := snapshot.FileBranches, s.BranchCount()
+			if rec == 0 {
+				file, rec = snapshot.FileLeaves, max(s.LeafCount(), 1)
+			}
+			return fail(fmt.Errorf("%w: %s offset %d: the root record has hash %X, metadata records %X", ErrCorrupt,
+				filepath.Join(named, treeDirName(si.Name), file), (rec-1)*snapshot.RecordSize, h, si.Hash))
 		}
 	}
 	return g, trees, nil
