@@ -265,7 +265,7 @@ func (db *DB) StoreNamesAt(version int64) (_ []string, err error) {
 		stores[si.Name] = ""
 	}
 	if version > cur {
-		if db.rollbackTo > 0 {
+		if db.rollbackTo > 0 && version > db.rollbackTo {
 			// the log's later versions are the ones the rollback discards
 			return nil, fmt.Errorf("%w: %d is after %d, the target of an unfinished rollback", ErrVersion, version, db.rollbackTo)
 		}
