@@ -680,8 +680,10 @@ func live(st types.CommitKVStore) bool {
 }
 
 // dropStores retires the droppedStores of the stores the last load's
-// upgrades removed: at the Commit of a version without them, or when the
-// database closes (a reload makes new ones).
+// upgrades removed, at the Commit of a version without them. A reload or
+// Close does not: the stores published to concurrent readers keep them
+// until the load publishes its own (new droppedStores, when its upgrades
+// remove the stores again).
 func (s *MultiStore) dropStores() {
 	for _, key := range s.dropped {
 		if d, ok := s.stores[key].(*droppedStore); ok {
@@ -706,8 +708,11 @@ func (s *MultiStore) unmountDropped() {
 // closeDB closes an open database (a reload discards the working changes,
 // as rootmulti's does).
 func (s *MultiStore) closeDB() error {
+	// (the removed stores' droppedStores are not retired here: the
+	// published stores, which concurrent queries and branches still read
+	// until they are replaced below, keep them; the next load makes new
+	// ones)
 	s.removing.Store(nil)
-	s.dropStores()
 	for _, key := range s.retired {
 		if s.keysByName[key.Name()] == key {
 			delete(s.keysByName, key.Name())
