@@ -476,8 +476,7 @@ func checkReplaceable(dir string, version int64) error {
 func removeImportLeftovers(dir string) error {
 	// with the marker, the log directory is the removed database's or
 	// the import's own, whatever it holds (see foreignLogDir)
-	_, merr := os.Lstat(filepath.Join(dir, importFileName))
-	marked := merr == nil
+	marked := hasImportMarker(dir)
 	err := removeEntries(dir, func(name string) bool {
 		return name != lockFileName && name != importFileName && (importLeftover(dir, name) || marked && name == walDirName)
 	})
@@ -572,7 +571,7 @@ func checkImportTarget(dir string) error {
 // marker; a removal writes the marker before it removes the log, whatever
 // the log directory held).
 func foreignLogDir(dir string) bool {
-	if _, err := os.Lstat(filepath.Join(dir, importFileName)); err == nil {
+	if hasImportMarker(dir) {
 		return false
 	}
 	_, err := os.Lstat(filepath.Join(dir, walDirName))
@@ -1006,4 +1005,11 @@ func (im *Importer) abort() {
 	im.lock = nil
 	_ = unlockDir(im.existLock)
 	im.existLock = nil
+}
+
+// hasImportMarker reports whether dir holds an import marker: a regular
+// file (as writeMarker makes it), not any entry of that name.
+func hasImportMarker(dir string) bool {
+	fi, err := os.Lstat(filepath.Join(dir, importFileName))
+	return err == nil && fi.Mode().IsRegular()
 }
