@@ -420,9 +420,11 @@ func ownTemporary(name string) bool {
 // onto empty trees, and an import would remove both. It returns "" when
 // dir holds nothing of the kind (or does not exist).
 func orphanedState(dir string) (string, error) {
-	if _, err := os.Lstat(filepath.Join(dir, importFileName)); err == nil {
+	// the marker is a regular file (writeMarker); an entry of that name
+	// that is not one says nothing of whose the files are
+	if fi, err := os.Lstat(filepath.Join(dir, importFileName)); err == nil && fi.Mode().IsRegular() {
 		return "", nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
 	versions, err := listSnapshots(dir)

@@ -1,6 +1,7 @@
 package multitree
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,5 +53,45 @@ func TestImportKeepsForeignLogBesideImportDirectory(t *testing.T) {
 	}
 	if _, serr := os.Stat(notes); serr != nil {
 		t.Fatalf("import (err %v) removed a file of the foreign log directory: %v", err, serr)
+	}
+}
+
+// TestLostCurrentBesideImportDirectory: a database that lost its current
+// file is refused by a create (ErrCorrupt) and keeps its snapshots and log
+// also when an entry named "import" that is not an import marker (a
+// directory) is beside them: only the marker says an interrupted import
+// wrote the files.
+func TestLostCurrentBesideImportDirectory(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}, SnapshotInterval: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		edgeCommit(t, db, "a", "k", "v")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, currentFileName)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, importFileName), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, err := listSnapshots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"a"}})
+	if err == nil {
+		db.Close()
+		t.Fatal("a create over a database that lost its current file succeeded")
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("create over a database that lost its current file: %v, want ErrCorrupt", err)
+	}
+	if after, _ := listSnapshots(dir); len(after) != len(before) {
+		t.Fatalf("snapshots %v before the refused create, %v after", before, after)
 	}
 }
