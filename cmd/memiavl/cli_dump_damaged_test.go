@@ -17,16 +17,7 @@ func TestCLIDumpDamagedSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	makeDB(t, dir, 0.01, 12, 6, 12) // snapshots 6 and 12 kept, 12 current
 	os.Remove(filepath.Join(dir, "LOCK"))
-	dump := func(args ...string) (int, DumpResult, string) {
-		code, out, errs := cli(t, append([]string{"dump", "--json"}, args...)...)
-		var r DumpResult
-		if code == exitOK {
-			if err := json.Unmarshal([]byte(out), &r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return code, r, errs
-	}
+	dump := func(args ...string) (int, DumpResult, string) { return tryDumpJSON(t, args...) }
 	_, latest, _ := dump(dir)
 	_, at6, _ := dump("--version", "6", dir)
 	for _, v := range []int64{6, 12} {
@@ -54,4 +45,18 @@ func TestCLIDumpDamagedSnapshot(t *testing.T) {
 			t.Errorf("dump %v: exit %d, stderr %q; want exit %d naming the damaged tree", c.args, code, errs, exitFailure)
 		}
 	}
+}
+
+// tryDumpJSON runs dump --json with args and returns its exit code, its
+// report (when it exits 0) and its stderr, where dumpJSON requires exit 0.
+func tryDumpJSON(t *testing.T, args ...string) (int, DumpResult, string) {
+	t.Helper()
+	code, out, errs := cli(t, append([]string{"dump", "--json"}, args...)...)
+	var r DumpResult
+	if code == exitOK {
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return code, r, errs
 }

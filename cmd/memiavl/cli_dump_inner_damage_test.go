@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,16 +15,7 @@ func TestCLIDumpDamagedInnerHashes(t *testing.T) {
 	dir := t.TempDir()
 	makeDB(t, dir, 0.01, 12, 6, 12) // snapshots 6 and 12 kept, 12 current
 	os.Remove(filepath.Join(dir, "LOCK"))
-	dump := func(args ...string) (int, DumpResult, string) {
-		code, out, errs := cli(t, append([]string{"dump", "--json"}, args...)...)
-		var r DumpResult
-		if code == exitOK {
-			if err := json.Unmarshal([]byte(out), &r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return code, r, errs
-	}
+	dump := func(args ...string) (int, DumpResult, string) { return tryDumpJSON(t, args...) }
 	code, at9, errs := dump("--version", "9", dir)
 	if code != exitOK {
 		t.Fatalf("dump --version 9: exit %d: %s", code, errs)
