@@ -97,6 +97,10 @@ type MultiStore struct {
 	keysByName map[string]types.StoreKey
 	stores     map[types.StoreKey]types.CommitKVStore // loaded stores
 	trees      []*TreeStore                           // the IAVL ones among stores
+	// restoring, during Restore, are the tree stores of the load before
+	// it, by name: the next load points them at its database instead of
+	// making new ones (see Restore)
+	restoring map[string]*TreeStore
 	// published is what the readers on other goroutines (queries,
 	// historical branches) see of stores and keysByName, with the
 	// database they belong to: maps a load builds whole and never changes
@@ -523,7 +527,10 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 		}
 		switch typ {
 		case types.StoreTypeIAVL:
-			st := &TreeStore{ms: s, db: db, name: key.Name(), zeroCopy: s.cfg.ZeroCopy}
+			st := s.restoring[key.Name()]
+			if st == nil {
+				st = &TreeStore{ms: s, name: key.Name(), zeroCopy: s.cfg.ZeroCopy}
+			}
 			s.stores[key] = st
 			s.trees = append(s.trees, st)
 		case types.StoreTypeTransient:
@@ -545,7 +552,16 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 		}
 		s.stores[key] = d
 	}
+	// a store of the last load (see Restore) may be read meanwhile
+	// through a branch of it, under the lock of the working state
+	s.work.Lock()
+	for _, st := range s.trees {
+		st.db = db
+		clear(st.pending) // a reload discards the working changes
+		st.pending = st.pending[:0]
+	}
 	s.refreshTrees(db)
+	s.work.Unlock()
 	s.publishStores(db)
 	s.views.bind(db)
 	s.db.Store(db)

@@ -72,6 +72,16 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 	if v != 0 {
 		return snapshottypes.SnapshotItem{}, fmt.Errorf("restore: found database at version %d, must be 0: %w", v, multitree.ErrExists)
 	}
+	// rootmulti's importers restore into its stores' own trees, so a
+	// branch taken before the restore (BaseApp's check state, until the
+	// first Commit after it) reads the restored state: the tree stores of
+	// this load are kept, and the loads below point them at their
+	// database
+	s.restoring = make(map[string]*TreeStore, len(s.trees))
+	for _, st := range s.trees {
+		s.restoring[st.name] = st
+	}
+	defer func() { s.restoring = nil }()
 	if err := s.closeDB(); err != nil {
 		return snapshottypes.SnapshotItem{}, err
 	}
