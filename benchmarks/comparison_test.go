@@ -56,6 +56,11 @@ import (
 //     (sampled every millisecond) and of the resident set (VmHWM after a
 //     reset through /proc/self/clear_refs) over their values before it.
 //
+// A third child, once, only generates the same blocks (and converts them
+// for the reference, as its side does) with no database: its peak RSS is
+// what the test binary and the generator take on their own, and the table
+// also gives each side's peak RSS above it, the database's part.
+//
 // Both must end with the same app hash. MEMIAVL_BENCH_COMPARE_RUNS (default
 // 1) runs each side that many times, alternating which goes first; the
 // table then gives each metric's median and range, and the ratio of the
@@ -63,6 +68,9 @@ import (
 // compare them.
 
 const childEnv = "MEMIAVL_BENCH_CHILD"
+
+// implBaseline is the comparison's child that runs no database.
+const implBaseline = "baseline"
 
 type compareResult struct {
 	Impl           string    `json:"impl"`
@@ -86,6 +94,9 @@ type compareResult struct {
 	RewriteHeap    int64     `json:"offline_rewrite_heap_growth_bytes"`
 	RewriteRSS     int64     `json:"offline_rewrite_rss_growth_bytes"`
 	AppHash        string    `json:"app_hash"`
+	// Baseline is the peak RSS of the child that runs no database (set
+	// by the parent)
+	Baseline int64 `json:"-"`
 }
 
 type compareParams struct {
@@ -135,6 +146,15 @@ func TestSyncComparison(t *testing.T) {
 			t.Errorf("app hashes differ: %s %s, ours %s", r.Impl, r.AppHash, ours[0].AppHash)
 		}
 	}
+	base := runCompareChild(t, implBaseline)
+	for i := range ours {
+		ours[i].Baseline = base.PeakRSS
+	}
+	for i := range ref {
+		ref[i].Baseline = base.PeakRSS
+	}
+	t.Logf("baseline (the test binary generating the blocks, no database): peak RSS %.1f MiB (anonymous %.1f, file-backed %.1f)",
+		float64(base.PeakRSS)/(1<<20), float64(base.PeakAnon)/(1<<20), float64(base.PeakFile)/(1<<20))
 	t.Log("\n" + formatComparison(ours, ref))
 }
 
@@ -180,6 +200,7 @@ var compareMetrics = []struct {
 	{"commit latency p99", "ms", func(r compareResult) float64 { return r.CommitP99ms }, true},
 	{"commit latency max", "ms", func(r compareResult) float64 { return r.CommitMaxms }, true},
 	{"peak RSS", "MiB", func(r compareResult) float64 { return float64(r.PeakRSS) / (1 << 20) }, true},
+	{"peak RSS above the baseline", "MiB", func(r compareResult) float64 { return float64(r.PeakRSS-r.Baseline) / (1 << 20) }, true},
 	{"peak RSS, anonymous part", "MiB", func(r compareResult) float64 { return float64(r.PeakAnon) / (1 << 20) }, true},
 	{"peak RSS, file-backed part", "MiB", func(r compareResult) float64 { return float64(r.PeakFile) / (1 << 20) }, true},
 	{"disk usage", "MiB", func(r compareResult) float64 { return float64(r.DiskBytes) / (1 << 20) }, true},
@@ -370,6 +391,9 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if impl == implBaseline {
+		return baselineChild(gen, p), nil
+	}
 	tmp, err := os.MkdirTemp("", "memiavl-compare-")
 	if err != nil {
 		return nil, err
@@ -484,6 +508,23 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 	}
 	res.PeakRSS = max(peak, vmHWM())
 	return res, nil
+}
+
+// baselineChild generates the blocks as syncChild does, and converts them
+// for the reference as its side does, with no database, and returns the
+// peak resident sets.
+func baselineChild(gen *workload.Generator, p compareParams) *compareResult {
+	res := &compareResult{Impl: implBaseline}
+	var keep any
+	for v := int64(1); v <= p.blocks; v++ {
+		css := gen.Block(v)
+		keep = RefChangeSets(css) // as the reference's prepare
+		res.PeakAnon = max(res.PeakAnon, sysstat.ProcStatus("RssAnon:"))
+		res.PeakFile = max(res.PeakFile, sysstat.ProcStatus("RssFile:"))
+	}
+	runtime.KeepAlive(keep)
+	res.PeakRSS = vmHWM()
+	return res
 }
 
 func pct(ds []time.Duration, p float64) float64 {
