@@ -738,7 +738,9 @@ func (s *MultiStore) closeDB() error {
 	s.views.bind(nil)
 	db := s.db.Swap(nil)
 	if db == nil {
-		s.holdBlockViews()
+		// nothing loaded: the views held, if any, are those of a database
+		// a reload closed before (RollbackToVersion and Restore close it,
+		// then load), kept until the next Commit (or Close)
 		return nil
 	}
 	if s.cfg.ZeroCopy {
