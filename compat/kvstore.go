@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"cosmossdk.io/store/cachekv"
 	pruningtypes "cosmossdk.io/store/pruning/types"
@@ -52,8 +53,10 @@ import (
 // own copy or a slice the tree holds in memory, never a slice of a memory
 // map.
 type TreeStore struct {
-	ms   *MultiStore
-	db   *multitree.DB
+	ms *MultiStore
+	// db is the database of the load; a reload points the store at the
+	// next one (see MultiStore.keepTrees)
+	db   atomic.Pointer[multitree.DB]
 	name string
 	// tree is the working tree; the multistore refreshes it after every
 	// operation that may replace it (Commit, store upgrades, reloads).
@@ -139,7 +142,7 @@ func (st *TreeStore) lock() func() {
 
 // flush applies the store's pending writes to the database; the working
 // state's lock must be held.
-func (st *TreeStore) flush() { applyPending(st.db, st) }
+func (st *TreeStore) flush() { applyPending(st.db.Load(), st) }
 
 // applyPending applies the pending writes of stores to db in one
 // ApplyChangeSets call (the stores in parallel) and empties their buffers
@@ -225,7 +228,7 @@ func (st *TreeStore) Commit() types.CommitID {
 // the store's root hash at it. A store added in the working version has not
 // been committed: version 0 and the empty tree's hash.
 func (st *TreeStore) LastCommitID() types.CommitID {
-	if si, ok := lastStoreInfo(st.db, st.name); ok {
+	if si, ok := lastStoreInfo(st.db.Load(), st.name); ok {
 		return cloneCommitID(si.CommitId)
 	}
 	return types.CommitID{Hash: emptyAppHash()}

@@ -97,9 +97,9 @@ type MultiStore struct {
 	keysByName map[string]types.StoreKey
 	stores     map[types.StoreKey]types.CommitKVStore // loaded stores
 	trees      []*TreeStore                           // the IAVL ones among stores
-	// restoring, during Restore, are the tree stores of the load before
+	// restoring, during a reload, are the tree stores of the load before
 	// it, by name: the next load points them at its database instead of
-	// making new ones (see Restore)
+	// making new ones (see keepTrees and Restore)
 	restoring map[string]*TreeStore
 	// published is what the readers on other goroutines (queries,
 	// historical branches) see of stores and keysByName, with the
@@ -375,6 +375,7 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) error
 		return err
 	}
 	loaded := s.db.Load() != nil
+	defer s.keepTrees()()
 	if err := s.closeDB(); err != nil {
 		return err
 	}
@@ -383,6 +384,22 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) error
 		err = errors.Join(err, s.open(0, nil))
 	}
 	return err
+}
+
+// keepTrees makes the tree stores of this load the next load's (see
+// restoring), unless a reload in progress (Restore, RollbackToVersion)
+// already did: a branch of the working state taken before the reload reads
+// the reloaded database, not the closed one. It returns the undoing, for a
+// deferred call.
+func (s *MultiStore) keepTrees() func() {
+	if s.restoring != nil {
+		return func() {}
+	}
+	s.restoring = make(map[string]*TreeStore, len(s.trees))
+	for _, st := range s.trees {
+		s.restoring[st.name] = st
+	}
+	return func() { s.restoring = nil }
 }
 
 // checkUpgrades returns why the mounted stores and upgrades cannot be
@@ -556,7 +573,7 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	// through a branch of it, under the lock of the working state
 	s.work.Lock()
 	for _, st := range s.trees {
-		st.db = db
+		st.db.Store(db)
 		clear(st.pending) // a reload discards the working changes
 		st.pending = st.pending[:0]
 	}
@@ -595,11 +612,16 @@ type droppedStore struct {
 var _ types.CommitKVStore = (*droppedStore)(nil)
 
 func newDroppedStore(ms *MultiStore, name string) *droppedStore {
+	return &droppedStore{tree: emptyTree(), ms: ms, name: name}
+}
+
+// emptyTree returns a new empty tree in memory.
+func emptyTree() *memiavl.Tree {
 	t, err := memiavl.New(memiavl.Options{})
 	if err != nil {
 		panic(err) // the zero options are valid
 	}
-	return &droppedStore{tree: t, ms: ms, name: name}
+	return t
 }
 
 // Get implements types.KVStore.
@@ -1176,6 +1198,7 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 		return err
 	}
 	loaded := s.db.Load() != nil
+	defer s.keepTrees()()
 	if err := s.closeDB(); err != nil {
 		return err
 	}

@@ -76,12 +76,17 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 	// branch taken before the restore (BaseApp's check state, until the
 	// first Commit after it) reads the restored state: the tree stores of
 	// this load are kept, and the loads below point them at their
-	// database
-	s.restoring = make(map[string]*TreeStore, len(s.trees))
-	for _, st := range s.trees {
-		s.restoring[st.name] = st
+	// database (as for any reload, see keepTrees)
+	defer s.keepTrees()()
+	// until then they read empty trees, as rootmulti's stores do while its
+	// importers run, not those of the database closed below
+	s.work.Lock()
+	for _, st := range s.restoring {
+		st.tree = emptyTree()
+		clear(st.pending) // a reload discards the working changes
+		st.pending = st.pending[:0]
 	}
-	defer func() { s.restoring = nil }()
+	s.work.Unlock()
 	if err := s.closeDB(); err != nil {
 		return snapshottypes.SnapshotItem{}, err
 	}
