@@ -387,19 +387,24 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) error
 }
 
 // keepTrees makes the tree stores of this load the next load's (see
-// restoring), unless a reload in progress (Restore, RollbackToVersion)
-// already did: a branch of the working state taken before the reload reads
-// the reloaded database, not the closed one. It returns the undoing, for a
-// deferred call.
+// restoring), unless a reload in progress (Restore, RollbackToVersion) or
+// one that failed already did: a branch of the working state taken before
+// the reload reads the reloaded database, not the closed one. It returns the
+// undoing once a load succeeded, for a deferred call.
 func (s *MultiStore) keepTrees() func() {
-	if s.restoring != nil {
-		return func() {}
+	if s.restoring == nil {
+		s.restoring = make(map[string]*TreeStore, len(s.trees))
+		for _, st := range s.trees {
+			s.restoring[st.name] = st
+		}
 	}
-	s.restoring = make(map[string]*TreeStore, len(s.trees))
-	for _, st := range s.trees {
-		s.restoring[st.name] = st
+	return func() {
+		// a reload that left nothing loaded keeps them for the next
+		// load: its closeDB forgot them (s.trees)
+		if s.db.Load() != nil {
+			s.restoring = nil
+		}
 	}
-	return func() { s.restoring = nil }
 }
 
 // checkUpgrades returns why the mounted stores and upgrades cannot be
@@ -569,16 +574,7 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 		}
 		s.stores[key] = d
 	}
-	// a store of the last load (see Restore) may be read meanwhile
-	// through a branch of it, under the lock of the working state
-	s.work.Lock()
-	for _, st := range s.trees {
-		st.db.Store(db)
-		clear(st.pending) // a reload discards the working changes
-		st.pending = st.pending[:0]
-	}
-	s.refreshTrees(db)
-	s.work.Unlock()
+	s.pointTrees(db)
 	s.publishStores(db)
 	s.views.bind(db)
 	s.db.Store(db)
@@ -587,6 +583,29 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 		s.views.put(db, v)
 	}
 	return nil
+}
+
+// pointTrees points the tree stores at db, which a load opened, and those
+// of the load before it that this one does not keep (removed by its
+// upgrades) at empty trees, as their droppedStores read, instead of the
+// trees of the database closed. The kept stores (see keepTrees) may be read
+// meanwhile through a branch of them, under the lock of the working state.
+func (s *MultiStore) pointTrees(db *multitree.DB) {
+	s.work.Lock()
+	defer s.work.Unlock()
+	for _, st := range s.trees {
+		st.db.Store(db)
+		clear(st.pending) // a reload discards the working changes
+		st.pending = st.pending[:0]
+	}
+	for _, st := range s.restoring {
+		if !slices.Contains(s.trees, st) {
+			st.tree = emptyTree()
+			clear(st.pending)
+			st.pending = st.pending[:0]
+		}
+	}
+	s.refreshTrees(db)
 }
 
 // droppedStore stands for a mounted store that the load's upgrades removed
