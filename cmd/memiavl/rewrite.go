@@ -285,11 +285,22 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 		}
 		return err
 	}
+	var pruneErr error
 	if err := db.Close(); err != nil {
-		return err
+		if !errors.Is(err, multitree.ErrRewrite) {
+			return err
+		}
+		// only the prune that follows the write fails so (the database
+		// runs no background rewrite): the snapshot is written, durable
+		// and current
+		pruneErr = fmt.Errorf("%s was written and is the current snapshot, but pruning the older snapshots failed "+
+			"(the next rewrite, or the node, prunes them): %w", snapshotDirName(version), err)
 	}
 	if err := removeNewerSnapshots(dir, version); err != nil {
-		return err
+		return errors.Join(pruneErr, err)
+	}
+	if pruneErr != nil {
+		return pruneErr
 	}
 	written := dirSize(filepath.Join(dir, snapshotDirName(version)))
 	kept, _ := multitree.SnapshotVersions(dir)
