@@ -6,10 +6,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"cosmossdk.io/store/rootmulti"
 	snapshottypes "cosmossdk.io/store/snapshots/types"
 	storetypes "cosmossdk.io/store/types"
 	dbm "github.com/cosmos/cosmos-db"
+	protoio "github.com/cosmos/gogoproto/io"
+	"github.com/cosmos/gogoproto/proto"
 
+	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
 
@@ -29,6 +33,35 @@ func branchPairs(b storetypes.CacheMultiStore, key storetypes.StoreKey) (pairs [
 	return pairs, nil
 }
 
+// restoreBranchPair returns the state-sync stream of a source database of
+// the stores ssStores at height 6, and rootmulti and ours, both empty and
+// mounting those stores, to restore it into.
+func restoreBranchPair(t *testing.T) ([]byte, keyring, *rootmulti.Store, *compat.MultiStore) {
+	t.Helper()
+	src, _ := ssOurs(t, t.TempDir(), ssBlocks(testutil.Rand(t), ssStores, 6, 10))
+	defer src.Close()
+	stream := ssStream(t, src, 6)
+	keys := keyring{}
+	m := mount{iavl: ssStores}
+	rs := newOracle(t, dbm.NewMemDB(), keys, m, nil)
+	ms := newOurs(t, filepath.Join(t.TempDir(), "db"), testConfig(), keys, m, nil)
+	t.Cleanup(func() { ms.Close() })
+	return stream, keys, rs, ms
+}
+
+type hookedReader struct {
+	protoio.Reader
+	hook func()
+}
+
+func (h *hookedReader) ReadMsg(m proto.Message) error {
+	if h.hook != nil {
+		h.hook()
+		h.hook = nil
+	}
+	return h.Reader.ReadMsg(m)
+}
+
 // TestBranchBeforeRestoreReadsRestoredState: a branch taken before a
 // state-sync restore, as BaseApp's check state is (it lives until the first
 // Commit after the restore, serving CheckTx and simulations), reads the
@@ -37,15 +70,7 @@ func branchPairs(b storetypes.CacheMultiStore, key storetypes.StoreKey) (pairs [
 // replaced. A branch taken before a failed restore reads the reopened,
 // still empty, database.
 func TestBranchBeforeRestoreReadsRestoredState(t *testing.T) {
-	blocks := ssBlocks(testutil.Rand(t), ssStores, 6, 10)
-	src, _ := ssOurs(t, t.TempDir(), blocks)
-	defer src.Close()
-	stream := ssStream(t, src, 6)
-	keys := keyring{}
-	m := mount{iavl: ssStores}
-	rs := newOracle(t, dbm.NewMemDB(), keys, m, nil)
-	ms := newOurs(t, filepath.Join(t.TempDir(), "db"), testConfig(), keys, m, nil)
-	defer ms.Close()
+	stream, keys, rs, ms := restoreBranchPair(t)
 
 	// a failed restore first (a stream cut inside the first store): the
 	// old branch reads the database reopened as it was
@@ -96,5 +121,36 @@ func TestBranchBeforeRestoreReadsRestoredState(t *testing.T) {
 	rs.GetKVStore(keys["bank"]).Set([]byte("k"), []byte("v"))
 	if o, r := ms.Commit(), rs.Commit(); o.Version != r.Version || !bytes.Equal(o.Hash, r.Hash) {
 		t.Fatalf("commit after the restore: %v, rootmulti %v", o, r)
+	}
+}
+
+// TestBranchReadDuringRestore: a branch taken before a state-sync restore
+// (BaseApp's check state, which simulations and CheckTx read on their own
+// goroutines while the snapshot manager's goroutine restores) read while
+// the restore runs, here from inside the stream's first read: rootmulti's
+// stores read their still empty trees, the importers not having committed
+// anything; ours must read empty too, not panic on the closed database.
+func TestBranchReadDuringRestore(t *testing.T) {
+	stream, keys, rs, ms := restoreBranchPair(t)
+	for _, s := range []storetypes.CommitMultiStore{rs, ms} {
+		branch := s.CacheMultiStore()
+		var errs []error
+		r := &hookedReader{Reader: ssReader(stream), hook: func() {
+			for _, name := range ssStores {
+				got, err := branchPairs(branch, keys[name])
+				if err == nil && len(got) != 0 {
+					t.Errorf("%T: store %s read %d pairs during the restore", s, name, len(got))
+				}
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}}
+		if _, err := s.Restore(6, snapshottypes.CurrentFormat, r); err != nil {
+			t.Fatal(err)
+		}
+		if len(errs) > 0 {
+			t.Errorf("%T: a branch taken before the restore, read during it: %v", s, errs[0])
+		}
 	}
 }
