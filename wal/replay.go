@@ -93,6 +93,13 @@ func (l *Log) replaySegment(segs []segment, i int, from, to int64, fn func(Entry
 		if err != nil {
 			return false, err
 		}
+		if i+1 < len(segs) && v >= segs[i+1].base {
+			// the next segment holds this version too: the segments
+			// overlap, whichever of them a replay would read (a replay
+			// that ends in this segment would not reach the check of
+			// its end against the next base below)
+			return false, corruptAt(s.path, off, "record of version %d, but the next segment starts at version %d", v, segs[i+1].base)
+		}
 		if v < from {
 			continue
 		}
