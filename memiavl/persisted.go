@@ -92,7 +92,12 @@ func (p persisted) size(r pref) int64 {
 	if r.IsLeaf() {
 		return 1
 	}
-	return p.s.BranchSize(r.Index())
+	i := r.Index()
+	n := p.s.BranchSize(i)
+	if i == p.s.BranchCount()-1 && uint64(n) != p.s.LeafCount() {
+		panic(corruptf("root branch %d of %s has size %d, the snapshot %d leaves", i, p.s.Dir(), n, p.s.LeafCount()))
+	}
+	return n
 }
 
 func (p persisted) version(r pref) int64 {
@@ -170,6 +175,9 @@ func (p persisted) leafRange(r pref) (uint64, uint64) {
 	size := uint64(p.s.BranchSize(i))
 	if first+size > p.s.LeafCount() || first+size < first {
 		panic(corruptf("branch %d of %s covers leaves [%d,%d) beyond %d", i, p.s.Dir(), first, first+size, p.s.LeafCount()))
+	}
+	if i == p.s.BranchCount()-1 && (first != 0 || size != p.s.LeafCount()) {
+		panic(corruptf("root branch %d of %s covers leaves [%d,%d), not all %d", i, p.s.Dir(), first, first+size, p.s.LeafCount()))
 	}
 	return first, first + size
 }

@@ -556,7 +556,7 @@ func (s *Snapshot) Right(i uint64) (Ref, error) {
 	if i == 0 {
 		return 0, s.branchError(i, branchOffSize, "right subtree of %d leaves before any branch", e-k)
 	}
-	return BranchRef(i - 1), nil
+	return s.child(i, i-1, k, e)
 }
 
 // Left returns the left child of branch i.
@@ -572,7 +572,24 @@ func (s *Snapshot) Left(i uint64) (Ref, error) {
 	if i < rightSize {
 		return 0, s.branchError(i, branchOffSize, "left subtree of %d leaves before branch 0", k-f)
 	}
-	return BranchRef(i - rightSize), nil
+	return s.child(i, i-rightSize, f, k)
+}
+
+// child returns branch c, the child of branch i over leaves [f, e), after
+// checking that c's record covers those leaves (the readers of a subtree,
+// a scan of its leaves or GetByIndex, take its range from its own record)
+// and is lower than i: a path down the tree is then at most 255 branches
+// long, where positions alone allow one branch per leaf, and the tree's
+// recursive walks would overflow the stack.
+func (s *Snapshot) child(i, c, f, e uint64) (Ref, error) {
+	rec := s.branchRec(c)
+	if cf, cs := uint40At(rec, branchOffFirstLeaf), uint40At(rec, branchOffSize); cf != f || cs != e-f {
+		return 0, s.branchError(c, branchOffSize, "first leaf %d, size %d; its parent, branch %d, gives it leaves [%d, %d)", cf, cs, i, f, e)
+	}
+	if h, ph := rec[branchOffHeight], s.branchRec(i)[branchOffHeight]; h >= ph {
+		return 0, s.branchError(c, branchOffHeight, "height %d, its parent, branch %d, of height %d", h, i, ph)
+	}
+	return BranchRef(c), nil
 }
 
 // narrow shrinks [lo, hi) to the leaves whose prefixes can equal p, using
