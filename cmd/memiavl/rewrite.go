@@ -217,6 +217,11 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 			}
 		}
 		if err := db.Close(); err != nil {
+			if errors.Is(err, multitree.ErrRewrite) {
+				// only the prune can fail so: nothing was to be written
+				return fmt.Errorf("nothing to write, %s is the current snapshot, but pruning the older snapshots failed "+
+					"(the next rewrite, or the node, prunes them): %w", snapshotDirName(base), err)
+			}
 			return err
 		}
 		after, err := multitree.SnapshotVersions(dir)

@@ -18,9 +18,27 @@ import (
 // rewrite failed" (the library's ErrRewrite), which would have the user
 // rerun or restore a database that is already rewritten.
 func TestCLIRewritePruneFailureReportsWrittenSnapshot(t *testing.T) {
+	for _, written := range []bool{true, false} {
+		t.Run(map[bool]string{true: "written", false: "nothing to write"}[written], func(t *testing.T) {
+			rewritePruneFailure(t, written)
+		})
+	}
+}
+
+// rewritePruneFailure runs rewrite-snapshot --keep-recent 0 over a database
+// whose older snapshot, 6, cannot be pruned; with written unset the current
+// snapshot already holds the last version (a rewrite ran first, keeping 6).
+func rewritePruneFailure(t *testing.T, written bool) {
 	dir := t.TempDir()
 	makeDB(t, dir, 0.01, 12, 6)
 	os.Remove(filepath.Join(dir, "LOCK"))
+	want := snapshotDirName(12) + " was written and is the current snapshot"
+	if !written {
+		if code, out, errs := cli(t, "rewrite-snapshot", "--progress", "none", "--keep-recent", "1", dir); code != 0 {
+			t.Fatalf("first rewrite: exit %d\n%s\n%s", code, out, errs)
+		}
+		want = "nothing to write, " + snapshotDirName(12) + " is the current snapshot"
+	}
 	// a file of the older snapshot that no one may unlink (root included)
 	pinned := filepath.Join(dir, snapshotDirName(6), "metadata")
 	if out, err := exec.Command("chattr", "+i", pinned).CombinedOutput(); err != nil {
@@ -48,7 +66,7 @@ func TestCLIRewritePruneFailureReportsWrittenSnapshot(t *testing.T) {
 		return // a prune failure reported as a warning is fine too
 	}
 	last := errs[strings.LastIndex(strings.TrimRight(errs, "\n"), "\n")+1:]
-	if !strings.Contains(last, snapshotDirName(12)+" was written and is the current snapshot") {
-		t.Fatalf("exit %d with snapshot %s written and current, but the error says:\n%s", code, snapshotDirName(12), last)
+	if !strings.Contains(last, want) || !strings.Contains(last, "pruning the older snapshots failed") {
+		t.Fatalf("exit %d with snapshot %s current, but the error says:\n%s", code, snapshotDirName(12), last)
 	}
 }
