@@ -274,11 +274,30 @@ func sideUpgradeHistory(t *testing.T, seed int64) {
 		case 10:
 			if r.Intn(3) == 0 && latest > 0 {
 				t.Logf("step %d reload", step)
-				if r.Intn(2) == 0 {
+				remounted := r.Intn(2) == 0
+				if remounted {
 					remount(mounted)
+				}
+				// a branch of the working state taken before the reload
+				// (BaseApp's check state) reads the reloaded state, as
+				// rootmulti's does; only without uncommitted writes,
+				// which rootmulti's old stores go on reading
+				var ob, rb types.CacheMultiStore
+				if !remounted && bytes.Equal(z.c.WorkingHash(), z.c.LastCommitID().Hash) {
+					ob, rb = z.c.CacheMultiStore(), z.o.CacheMultiStore()
 				}
 				z.loadBoth("reload", func(s types.CommitMultiStore) error { return s.LoadLatestVersion() })
 				z.sameLCID()
+				for _, m := range mounted {
+					if ob == nil {
+						break
+					}
+					ours, oerr := branchPairs(ob, z.keys[m])
+					theirs, rerr := branchPairs(rb, z.keys[m])
+					if a, b := fmt.Sprintf("%x %v", ours, oerr), fmt.Sprintf("%x %v", theirs, rerr); a != b {
+						t.Errorf("step %d store %s through a branch taken before the reload: ours %s | rootmulti %s", step, m, a, b)
+					}
+				}
 			}
 		case 11:
 			if r.Intn(3) == 0 && latest > lastUpgrade+1 {
