@@ -140,6 +140,21 @@ func (st *TreeStore) lock() func() {
 	return st.ms.work.Unlock
 }
 
+// discardPending empties the store's buffer of pending writes, keeping its
+// capacity; the working state's lock must be held.
+func (st *TreeStore) discardPending() {
+	clear(st.pending)
+	st.pending = st.pending[:0]
+}
+
+// readEmpty points the store at a new empty tree and discards its pending
+// writes, for a store no database stands behind; the working state's lock
+// must be held.
+func (st *TreeStore) readEmpty() {
+	st.tree = emptyTree()
+	st.discardPending()
+}
+
 // flush applies the store's pending writes to the database; the working
 // state's lock must be held.
 func (st *TreeStore) flush() { applyPending(st.db.Load(), st) }
@@ -172,8 +187,7 @@ func tryApplyPending(db *multitree.DB, stores ...*TreeStore) error {
 	closed := errors.Is(err, multitree.ErrClosed)
 	if !closed {
 		for _, st := range stores {
-			clear(st.pending)
-			st.pending = st.pending[:0]
+			st.discardPending()
 		}
 	}
 	if err == nil {

@@ -595,14 +595,11 @@ func (s *MultiStore) pointTrees(db *multitree.DB) {
 	defer s.work.Unlock()
 	for _, st := range s.trees {
 		st.db.Store(db)
-		clear(st.pending) // a reload discards the working changes
-		st.pending = st.pending[:0]
+		st.discardPending() // a reload discards the working changes
 	}
 	for _, st := range s.restoring {
 		if !slices.Contains(s.trees, st) {
-			st.tree = emptyTree()
-			clear(st.pending)
-			st.pending = st.pending[:0]
+			st.readEmpty()
 		}
 	}
 	s.refreshTrees(db)

@@ -82,9 +82,7 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 	// importers run, not those of the database closed below
 	s.work.Lock()
 	for _, st := range s.restoring {
-		st.tree = emptyTree()
-		clear(st.pending) // a reload discards the working changes
-		st.pending = st.pending[:0]
+		st.readEmpty() // a reload discards the working changes
 	}
 	s.work.Unlock()
 	if err := s.closeDB(); err != nil {
