@@ -60,7 +60,12 @@ type TreeStore struct {
 	name string
 	// tree is the working tree; the multistore refreshes it after every
 	// operation that may replace it (Commit, store upgrades, reloads).
-	tree     multitree.WorkingReader
+	tree multitree.WorkingReader
+	// own is set while the store reads a tree of its own, outside any
+	// database: during a reload (see MultiStore.readCommitted and
+	// readEmpty). Writes are applied to it, and are gone with it when a
+	// load points the store at its database, as the working changes are.
+	own      *memiavl.Tree
 	zeroCopy bool
 	// pending are the writes not yet applied to the database, in order.
 	pending []wal.KVPair
@@ -147,17 +152,38 @@ func (st *TreeStore) discardPending() {
 	st.pending = st.pending[:0]
 }
 
-// readEmpty points the store at a new empty tree and discards its pending
-// writes, for a store no database stands behind; the working state's lock
-// must be held.
-func (st *TreeStore) readEmpty() {
-	st.tree = emptyTree()
+// readEmpty points the store at a new empty tree of its own (see own) and
+// discards its pending writes, for a store no database stands behind; the
+// working state's lock must be held.
+func (st *TreeStore) readEmpty() { st.readOwn(emptyTree()) }
+
+// readOwn points the store at t, a tree of its own (see own), and discards
+// its pending writes; the working state's lock must be held.
+func (st *TreeStore) readOwn(t *memiavl.Tree) {
+	st.tree, st.own = t, t
 	st.discardPending()
 }
 
-// flush applies the store's pending writes to the database; the working
-// state's lock must be held.
-func (st *TreeStore) flush() { applyPending(st.db.Load(), st) }
+// flush applies the store's pending writes to the database, or to its own
+// tree (see own); the working state's lock must be held.
+func (st *TreeStore) flush() {
+	if st.own == nil {
+		applyPending(st.db.Load(), st)
+		return
+	}
+	for _, p := range st.pending {
+		var err error
+		if p.Delete {
+			_, err = st.own.Remove(p.Key)
+		} else {
+			_, err = st.own.Set(p.Key, p.Value)
+		}
+		if err != nil {
+			panic(fmt.Errorf("memiavl: store %q: applying a buffered write: %w", st.name, err))
+		}
+	}
+	st.discardPending()
+}
 
 // applyPending applies the pending writes of stores to db in one
 // ApplyChangeSets call (the stores in parallel) and empties their buffers

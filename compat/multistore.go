@@ -101,6 +101,10 @@ type MultiStore struct {
 	// it, by name: the next load points them at its database instead of
 	// making new ones (see keepTrees and Restore)
 	restoring map[string]*TreeStore
+	// detached is the view of the last committed version that the stores
+	// kept across a reload read from meanwhile (see readCommitted), until
+	// a load points them at its database or Close; changed under work.
+	detached atomic.Pointer[multitree.View]
 	// published is what the readers on other goroutines (queries,
 	// historical branches) see of stores and keysByName, with the
 	// database they belong to: maps a load builds whole and never changes
@@ -236,6 +240,9 @@ func (s *MultiStore) Close() error {
 	// released, not cached (viewCache.bind)
 	s.views.bind(nil)
 	s.holdBlockViews()
+	s.work.Lock()
+	s.releaseDetached(nil) // the stores kept by a reload that failed
+	s.work.Unlock()
 	db := s.db.Swap(nil)
 	if db == nil {
 		return nil
@@ -376,6 +383,7 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) error
 	}
 	loaded := s.db.Load() != nil
 	defer s.keepTrees()()
+	s.readCommitted()
 	if err := s.closeDB(); err != nil {
 		return err
 	}
@@ -404,6 +412,49 @@ func (s *MultiStore) keepTrees() func() {
 		if s.db.Load() != nil {
 			s.restoring = nil
 		}
+	}
+}
+
+// readCommitted points the tree stores of the open database, which a
+// reload is about to close and keeps for the next load (see keepTrees), at
+// trees of their own: copies of their trees at the last committed version,
+// read from a view that outlives the close (detached), or empty trees if
+// it has none. Until the load points them at its database, a branch taken
+// before the reload (BaseApp's check state, read on goroutines of their
+// own) reads the committed state, not a closed database, and its writes go
+// to the copies, discarded with the working changes: as rootmulti's stores,
+// which keep their trees, read and take writes through a reload. Without
+// an open database it does nothing.
+func (s *MultiStore) readCommitted() {
+	db := s.db.Load()
+	if db == nil {
+		return
+	}
+	v, err := db.View()
+	if err != nil {
+		v = nil // no committed version (or closed): empty trees
+	}
+	s.work.Lock()
+	defer s.work.Unlock()
+	for _, st := range s.trees {
+		var t *memiavl.Tree
+		if v != nil {
+			t = v.Tree(st.name)
+		}
+		if t == nil { // a store added in the working version
+			t = emptyTree()
+		}
+		st.readOwn(t)
+	}
+	s.releaseDetached(v)
+}
+
+// releaseDetached makes v the detached view (see readCommitted) and
+// releases the one before, which no store reads any more; the working
+// state's lock must be held.
+func (s *MultiStore) releaseDetached(v *multitree.View) {
+	if old := s.detached.Swap(v); old != nil {
+		old.Release()
 	}
 }
 
@@ -595,6 +646,7 @@ func (s *MultiStore) pointTrees(db *multitree.DB) {
 	defer s.work.Unlock()
 	for _, st := range s.trees {
 		st.db.Store(db)
+		st.own = nil
 		st.discardPending() // a reload discards the working changes
 	}
 	for _, st := range s.restoring {
@@ -603,6 +655,16 @@ func (s *MultiStore) pointTrees(db *multitree.DB) {
 		}
 	}
 	s.refreshTrees(db)
+	// no store reads the detached view now; zero-copy reads of it may
+	// have handed out slices of its snapshots, which are kept mapped
+	// with the block's views (see holdBlockViews)
+	if v := s.detached.Swap(nil); v != nil {
+		if s.cfg.ZeroCopy {
+			s.holdBlockViews(append(s.swapBlockViews(nil), v)...)
+		} else {
+			v.Release()
+		}
+	}
 }
 
 // droppedStore stands for a mounted store that the load's upgrades removed
@@ -1215,6 +1277,7 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 	}
 	loaded := s.db.Load() != nil
 	defer s.keepTrees()()
+	s.readCommitted()
 	if err := s.closeDB(); err != nil {
 		return err
 	}
