@@ -144,3 +144,34 @@ func TestDegenerateDepth(t *testing.T) {
 		t.Fatalf("Set of the deepest key of a %d-level caterpillar whose heights are all 1: %v, want ErrCorrupt", n-1, err)
 	}
 }
+
+// TestExportRootHeightOver127: an export node's height is an int8, as in
+// iavl's export stream; a snapshot whose root records a height over 127
+// (which passes a child's "lower than its parent" check) exports an error,
+// not a negative height.
+func TestExportRootHeightOver127(t *testing.T) {
+	const n = 40
+	tr, err := patchedBranchesTree(t, n, func(b []byte) {
+		b[len(b)-snapshot.RecordSize+55] = 200 // the root's height
+	})
+	if err != nil {
+		if !errors.Is(err, memiavl.ErrCorrupt) {
+			t.Fatal(err)
+		}
+		return
+	}
+	e := tr.Export()
+	defer e.Close()
+	for {
+		node, err := e.Next()
+		if errors.Is(err, memiavl.ErrCorrupt) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("export of a root of height 200: %v, want ErrCorrupt", err)
+		}
+		if node.Height < 0 {
+			t.Fatalf("export of a root of height 200: node %q of height %d", node.Key, node.Height)
+		}
+	}
+}
