@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"path/filepath"
@@ -27,15 +26,6 @@ func kvFiles(t *testing.T, keys, values []string) map[string][]byte {
 	dir := filepath.Join(t.TempDir(), "snap")
 	writeTree(t, dir, 1, 1, false, ks, vs)
 	return readDir(t, dir)
-}
-
-// cloneFiles returns a deep copy of files.
-func cloneFiles(files map[string][]byte) map[string][]byte {
-	c := map[string][]byte{}
-	for k, v := range files {
-		c[k] = bytes.Clone(v)
-	}
-	return c
 }
 
 // leafHashAt returns the recorded hash of leaf i.
@@ -115,16 +105,12 @@ func unbalancedFiles(t *testing.T) map[string][]byte {
 	return files
 }
 
-// TestVerifyRefusesUnbalancedTree: Verify refuses children whose heights
-// differ by two.
-func TestVerifyRefusesUnbalancedTree(t *testing.T) {
-	wantVerifyCorrupt(t, "unbalanced root", unbalancedFiles(t))
-}
-
-// TestAddSubtreeRefusesUnbalancedTree: AddSubtree refuses to copy an
-// unbalanced subtree, which would make a snapshot Verify refuses.
-func TestAddSubtreeRefusesUnbalancedTree(t *testing.T) {
-	s, err := openMem("mem", unbalancedFiles(t))
+// copyFilesWhole opens files from memory and copies the whole tree with
+// AddSubtree into a new writer, after first (if not nil) has written to
+// it, and returns AddSubtree's error.
+func copyFilesWhole(t *testing.T, files map[string][]byte, first func(w *Writer)) error {
+	t.Helper()
+	s, err := openMem("mem", files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +120,23 @@ func TestAddSubtreeRefusesUnbalancedTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Abort()
+	if first != nil {
+		first(w)
+	}
 	root, _ := s.Root()
-	if err := w.AddSubtree(s, root); !errors.Is(err, ErrCorrupt) {
+	return w.AddSubtree(s, root)
+}
+
+// TestVerifyRefusesUnbalancedTree: Verify refuses children whose heights
+// differ by two.
+func TestVerifyRefusesUnbalancedTree(t *testing.T) {
+	wantVerifyCorrupt(t, "unbalanced root", unbalancedFiles(t))
+}
+
+// TestAddSubtreeRefusesUnbalancedTree: AddSubtree refuses to copy an
+// unbalanced subtree, which would make a snapshot Verify refuses.
+func TestAddSubtreeRefusesUnbalancedTree(t *testing.T) {
+	if err := copyFilesWhole(t, unbalancedFiles(t), nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("AddSubtree of an unbalanced tree: %v, want ErrCorrupt", err)
 	}
 }
@@ -294,18 +295,7 @@ func TestAddSubtreeChecksEntryHeader(t *testing.T) {
 	files := kvFiles(t, []string{"a", "b", "c"}, []string{"1", "2", "3"})
 	off := binary.LittleEndian.Uint64(files[FileLeaves][RecordSize+leafOffKVOff:])
 	files[FileKVs][off-KVHeaderSize+4] = 0 // leaf 1's header: value length 1 -> 0
-	s, err := openMem("mem", files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	w, err := NewWriter(filepath.Join(t.TempDir(), "copy"), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Abort()
-	root, _ := s.Root()
-	if err := w.AddSubtree(s, root); !errors.Is(err, ErrCorrupt) {
+	if err := copyFilesWhole(t, files, nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("AddSubtree with a wrong value length in an entry header: %v, want ErrCorrupt", err)
 	}
 }
@@ -314,21 +304,12 @@ func TestAddSubtreeChecksEntryHeader(t *testing.T) {
 // first key equals the writer's last key, as AddLeaf does.
 func TestAddSubtreeFirstKeyEqualToLast(t *testing.T) {
 	files := kvFiles(t, []string{"b", "c"}, []string{"1", "2"})
-	s, err := openMem("mem", files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	w, err := NewWriter(filepath.Join(t.TempDir(), "copy"), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Abort()
-	if err := w.AddLeaf([]byte("b"), []byte("0"), 1, nodehash.Leaf(nil, []byte("b"), []byte("0"), 1)); err != nil {
-		t.Fatal(err)
-	}
-	root, _ := s.Root()
-	if err := w.AddSubtree(s, root); !errors.Is(err, ErrKeyOrder) {
+	err := copyFilesWhole(t, files, func(w *Writer) {
+		if err := w.AddLeaf([]byte("b"), []byte("0"), 1, nodehash.Leaf(nil, []byte("b"), []byte("0"), 1)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !errors.Is(err, ErrKeyOrder) {
 		t.Fatalf("AddSubtree whose first key equals the last written: %v, want ErrKeyOrder", err)
 	}
 }
