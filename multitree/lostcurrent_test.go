@@ -543,3 +543,41 @@ func TestReferenceLayoutRefused(t *testing.T) {
 		t.Fatalf("LatestVersion without the reference's metadata: %v", err)
 	}
 }
+
+// TestLostCurrentSnapshotOneRefused: snapshot 1 alone (its log gone too)
+// is a database's state as well, not what an interrupted create leaves (an
+// empty snapshot 0): without current, Open refuses it and changes nothing.
+func TestLostCurrentSnapshotOneRefused(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, 3, 1)
+	if err := db.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{currentFileName, walDirName, snapshotDirName(0)} {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := treeListing(t, dir)
+	if !strings.Contains(before, snapshotDirName(1)) {
+		t.Fatalf("no snapshot 1:\n%s", before)
+	}
+	for _, opts := range []Options{{CreateIfMissing: true, InitialStores: crashStores}, {ReadOnly: true}} {
+		if db, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
+			if err == nil {
+				db.Close()
+			}
+			t.Errorf("open %+v of snapshot 1 without current: %v, want ErrCorrupt", opts, err)
+		}
+	}
+	if after := treeListing(t, dir); after != before {
+		t.Fatalf("the refusals changed the directory:\n%s\nwas\n%s", after, before)
+	}
+}
