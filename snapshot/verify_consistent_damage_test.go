@@ -11,8 +11,7 @@ import (
 
 // Tests of damage that keeps every checksum and hash consistent: only the
 // structural checks of Open, Verify, the navigation accessors and
-// AddSubtree can refuse it. Each one pins a check that no other test
-// reaches (found by mutation testing).
+// AddSubtree can refuse it. Each one pins one such check.
 
 // kvFiles writes a balanced tree of version 1 over keys and values and
 // returns its files.
