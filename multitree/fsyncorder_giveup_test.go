@@ -2,7 +2,6 @@ package multitree
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,16 +22,7 @@ func TestFsyncOrderGiveUpChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("only run as TestFsyncOrderGiveUp's child process")
 	}
-	mf, err := os.OpenFile(os.Getenv("MEMIAVL_FSOGIVEUP_MARK"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mf.Close()
-	mark := func(format string, args ...any) {
-		if _, err := mf.Write([]byte(fmt.Sprintf(format, args...) + "\n")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mark := fsoMarks(t, os.Getenv("MEMIAVL_FSOGIVEUP_MARK"))
 
 	mark("phase create")
 	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
@@ -55,32 +45,10 @@ func TestFsyncOrderGiveUpChild(t *testing.T) {
 	}
 	mark("removed")
 
-	// the source, outside the traced directory
-	src, err := Open(filepath.Join(filepath.Dir(dir), "src"), Options{CreateIfMissing: true,
-		InitialStores: crashStores, SnapshotInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := fsoImportSource(t, filepath.Join(filepath.Dir(dir), "src"))
 	defer src.Close()
-	for src.WorkingVersion() <= fsoImportVersion {
-		if err := src.ApplyChangeSets(crashBlock(3, src.WorkingVersion())); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := src.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	view, err := src.View()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer view.Release()
-	sources := map[string]NodeSource{}
-	for _, store := range view.StoreNames() {
-		e := view.Tree(store).Export()
-		defer e.Close()
-		sources[store] = e
-	}
+	sources, release := fsoSources(t, src)
+	defer release()
 	mark("phase import")
 	if _, err := Import(dir, fsoImportVersion, sources, ImportOptions{Concurrency: 2}); err != nil {
 		t.Fatal(err)
@@ -242,16 +210,7 @@ func TestFsyncOrderFinishSwapChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("only run as TestFsyncOrderFinishSwap's child process")
 	}
-	mf, err := os.OpenFile(os.Getenv("MEMIAVL_FSOSWAP_MARK"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mf.Close()
-	mark := func(format string, args ...any) {
-		if _, err := mf.Write([]byte(fmt.Sprintf(format, args...) + "\n")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mark := fsoMarks(t, os.Getenv("MEMIAVL_FSOSWAP_MARK"))
 	mark("phase open")
 	db, err := Open(dir, Options{})
 	if err != nil {
@@ -300,30 +259,10 @@ func TestFsyncOrderFinishSwap(t *testing.T) {
 		if err := old.Close(); err != nil {
 			t.Fatal(err)
 		}
-		src, err := Open(filepath.Join(tmp, "src"), Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		src := fsoImportSource(t, filepath.Join(tmp, "src"))
 		defer src.Close()
-		for src.WorkingVersion() <= fsoImportVersion {
-			if err := src.ApplyChangeSets(crashBlock(3, src.WorkingVersion())); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := src.Commit(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		view, err := src.View()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer view.Release()
-		sources := map[string]NodeSource{}
-		for _, store := range view.StoreNames() {
-			e := view.Tree(store).Export()
-			defer e.Close()
-			sources[store] = e
-		}
+		sources, release := fsoSources(t, src)
+		defer release()
 		if _, err := Import(dir+stagingSuffix, fsoImportVersion, sources, ImportOptions{}); err != nil {
 			t.Fatal(err)
 		}

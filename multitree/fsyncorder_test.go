@@ -64,16 +64,7 @@ func TestFsyncOrderChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("only run as TestFsyncOrder's child process")
 	}
-	mf, err := os.OpenFile(os.Getenv("MEMIAVL_FSYNCORDER_MARK"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mf.Close()
-	mark := func(format string, args ...any) {
-		if _, err := mf.Write([]byte(fmt.Sprintf(format, args...) + "\n")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mark := fsoMarks(t, os.Getenv("MEMIAVL_FSYNCORDER_MARK"))
 	switch c := os.Getenv("MEMIAVL_FSYNCORDER_CASE"); c {
 	case "", "main":
 		fsoChildMain(t, dir, mark)
@@ -92,6 +83,21 @@ func TestFsyncOrderChild(t *testing.T) {
 }
 
 type fsoMark func(format string, args ...any)
+
+// fsoMarks opens the marker file at path (appending), closed at t's end,
+// and returns the mark that writes a line to it.
+func fsoMarks(t *testing.T, path string) fsoMark {
+	mf, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mf.Close() })
+	return func(format string, args ...any) {
+		if _, err := mf.Write([]byte(fmt.Sprintf(format, args...) + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 // fsoCommit applies css to db, commits and writes the "acked" marker.
 func fsoCommit(t *testing.T, db *DB, css []wal.ChangeSet, mark fsoMark) int64 {
@@ -431,14 +437,15 @@ func fsoChildKilled(t *testing.T, dir string, mark fsoMark) {
 // fsoImportVersion is the version the import case imports at.
 const fsoImportVersion = 7
 
-func fsoChildImport(t *testing.T, dir string, mark fsoMark) {
-	// the source, outside the traced directory
-	src, err := Open(filepath.Join(filepath.Dir(dir), "src"), Options{CreateIfMissing: true,
-		InitialStores: crashStores, SnapshotInterval: -1})
+// fsoImportSource creates the database imports copy from in srcDir (to
+// be outside the traced directory), committed up to fsoImportVersion; the
+// caller closes it.
+func fsoImportSource(t *testing.T, srcDir string) *DB {
+	t.Helper()
+	src, err := Open(srcDir, Options{CreateIfMissing: true, InitialStores: crashStores, SnapshotInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
 	for src.WorkingVersion() <= fsoImportVersion {
 		if err := src.ApplyChangeSets(crashBlock(3, src.WorkingVersion())); err != nil {
 			t.Fatal(err)
@@ -447,19 +454,39 @@ func fsoChildImport(t *testing.T, dir string, mark fsoMark) {
 			t.Fatal(err)
 		}
 	}
+	return src
+}
+
+// fsoSources returns an export of each store of src's latest version, for
+// an import, and the release of the exports and their view.
+func fsoSources(t *testing.T, src *DB) (map[string]NodeSource, func()) {
+	t.Helper()
+	view, err := src.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]NodeSource{}
+	var closers []func()
+	for _, store := range view.StoreNames() {
+		e := view.Tree(store).Export()
+		closers = append(closers, e.Close)
+		sources[store] = e
+	}
+	return sources, func() {
+		for _, c := range closers {
+			c()
+		}
+		view.Release()
+	}
+}
+
+func fsoChildImport(t *testing.T, dir string, mark fsoMark) {
+	src := fsoImportSource(t, filepath.Join(filepath.Dir(dir), "src"))
+	defer src.Close()
 	imp := func(name string, replace bool) {
 		t.Helper()
-		view, err := src.View()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer view.Release()
-		sources := map[string]NodeSource{}
-		for _, store := range view.StoreNames() {
-			e := view.Tree(store).Export()
-			defer e.Close()
-			sources[store] = e
-		}
+		sources, release := fsoSources(t, src)
+		defer release()
 		opts := ImportOptions{Replace: replace, Concurrency: 2}
 		if name == "fin" {
 			opts.FinishOptions = Options{Sync: wal.SyncNone, SnapshotInterval: -1}
