@@ -128,32 +128,17 @@ func TestFsyncOrderGiveUp(t *testing.T) {
 	trace := filepath.Join(tmp, "strace.out")
 	markFile := filepath.Join(tmp, "markers")
 	attempt := 0
-	out, err := testutil.RetryStraceFailures(t, strace, "child giveup", func() ([]byte, error) {
-		if attempt++; attempt > 1 {
-			for _, p := range []string{dir, trace, markFile, filepath.Join(tmp, "src")} {
-				if err := os.RemoveAll(p); err != nil {
-					t.Fatal(err)
+	tr := fsoTraceChild(t, strace, "TestFsyncOrderGiveUpChild", dir, trace, markFile,
+		[]string{"MEMIAVL_FSOGIVEUP_DIR=" + dir, "MEMIAVL_FSOGIVEUP_MARK=" + markFile}, func() {
+			if attempt++; attempt > 1 {
+				for _, p := range []string{dir, trace, markFile, filepath.Join(tmp, "src")} {
+					if err := os.RemoveAll(p); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
-		}
-		cmd := exec.Command(strace, "-f", "-y", "-x", "-s", "64", "-qq", "-o", trace,
-			"-e", "trace="+fsyncOrderCalls,
-			os.Args[0], "-test.run=^TestFsyncOrderGiveUpChild$", "-test.v")
-		cmd.Env = append(os.Environ(), "MEMIAVL_FSOGIVEUP_DIR="+dir, "MEMIAVL_FSOGIVEUP_MARK="+markFile)
-		return cmd.CombinedOutput()
-	})
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	lines, err := fsoReadLines(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls, err := fsoParseStrace(lines)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &fsoTrace{dir: dir, markFile: markFile, lines: lines, calls: calls}
+		})
+	lines, calls := tr.lines, tr.calls
 	ours := []string{"giveup-order", "import-marker"}
 	run := func(calls []*straceCall) (*durModel, *fsoGiveUpRules) {
 		m := newDurModel(dir, markFile, lines)
@@ -276,26 +261,9 @@ func TestFsyncOrderFinishSwap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, err := testutil.RetryStraceFailures(t, strace, "child finishswap", func() ([]byte, error) {
-		setup()
-		cmd := exec.Command(strace, "-f", "-y", "-x", "-s", "64", "-qq", "-o", trace,
-			"-e", "trace="+fsyncOrderCalls,
-			os.Args[0], "-test.run=^TestFsyncOrderFinishSwapChild$", "-test.v")
-		cmd.Env = append(os.Environ(), "MEMIAVL_FSOSWAP_DIR="+dir, "MEMIAVL_FSOSWAP_MARK="+markFile)
-		return cmd.CombinedOutput()
-	})
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	lines, err := fsoReadLines(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls, err := fsoParseStrace(lines)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &fsoTrace{dir: dir, markFile: markFile, lines: lines, calls: calls}
+	tr := fsoTraceChild(t, strace, "TestFsyncOrderFinishSwapChild", dir, trace, markFile,
+		[]string{"MEMIAVL_FSOSWAP_DIR=" + dir, "MEMIAVL_FSOSWAP_MARK=" + markFile}, setup)
+	lines, calls := tr.lines, tr.calls
 	run := func(calls []*straceCall) *durModel {
 		m := newDurModel(dir, markFile, lines)
 		for _, p := range staged {
@@ -323,4 +291,32 @@ func TestFsyncOrderFinishSwap(t *testing.T) {
 	for _, v := range m.violationList() {
 		t.Error(v)
 	}
+}
+
+// fsoTraceChild runs the test function child in a child process under
+// strace, with env added to its environment, retrying strace's own
+// failures (before runs ahead of every attempt), and returns its parsed
+// trace of dir, written to the file trace, with its markers in markFile.
+func fsoTraceChild(t *testing.T, strace, child, dir, trace, markFile string, env []string, before func()) *fsoTrace {
+	t.Helper()
+	out, err := testutil.RetryStraceFailures(t, strace, child, func() ([]byte, error) {
+		before()
+		cmd := exec.Command(strace, "-f", "-y", "-x", "-s", "64", "-qq", "-o", trace,
+			"-e", "trace="+fsyncOrderCalls,
+			os.Args[0], "-test.run=^"+child+"$", "-test.v")
+		cmd.Env = append(os.Environ(), env...)
+		return cmd.CombinedOutput()
+	})
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	lines, err := fsoReadLines(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, err := fsoParseStrace(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fsoTrace{dir: dir, markFile: markFile, lines: lines, calls: calls}
 }
