@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	pruningtypes "cosmossdk.io/store/pruning/types"
 	"cosmossdk.io/store/types"
 	dbm "github.com/cosmos/cosmos-db"
 	protoio "github.com/cosmos/gogoproto/io"
@@ -101,38 +100,6 @@ func TestConfigRewriteRateLimitReachesDB(t *testing.T) {
 	}
 }
 
-// TestInitialVersionTwoBeforeLoad checks the smallest initial version that
-// is not the default one: 2, set before the load, makes the first commit
-// version 2 with rootmulti's app hash (TestInitialVersion uses 100).
-func TestInitialVersionTwoBeforeLoad(t *testing.T) {
-	keys := keyring{}
-	oracle := newOracle(t, dbm.NewMemDB(), keys, smallMount, nil)
-	if err := oracle.SetInitialVersion(2); err != nil {
-		t.Fatal(err)
-	}
-	ours, err := compat.NewMultiStore(t.TempDir(), nil, testConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ours.Close()
-	mountAll(ours, keys, smallMount)
-	if err := ours.SetInitialVersion(2); err != nil {
-		t.Fatal(err)
-	}
-	if err := ours.LoadLatestVersion(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		for _, s := range []types.CommitMultiStore{ours, oracle} {
-			s.GetKVStore(keys["a"]).Set(fmt.Appendf(nil, "k%d", i), []byte("v"))
-		}
-		a, b := ours.Commit(), oracle.Commit()
-		if a.Version != int64(2+i) || a.Version != b.Version || !bytes.Equal(a.Hash, b.Hash) {
-			t.Fatalf("commit %v, rootmulti %v", a, b)
-		}
-	}
-}
-
 // TestCopiesOutliveTheSnapshot checks that, without zero-copy, what the
 // working state's Get and iterators return is the caller's own copy: still
 // readable, and unchanged, once the snapshot it was read from is unmapped
@@ -206,15 +173,7 @@ func TestImportIAVLRefusesMislabelledCommitInfo(t *testing.T) {
 // (whose CacheMultiStoreWithVersion builds the branch from its mounted
 // stores): GetKVStore of it panics.
 func TestRemovedStoreGoneFromHistoricalBranches(t *testing.T) {
-	z := newSide(t, pruningtypes.NewPruningOptions(pruningtypes.PruningNothing))
-	z.loadBoth("load", func(s types.CommitMultiStore) error { return s.LoadLatestVersion() })
-	z.set("store1", "k", "v")
-	z.set("store3", "k", "v3")
-	z.commit()
-	z.fresh(sideStores, pruningtypes.NewPruningOptions(pruningtypes.PruningNothing))
-	z.loadBoth("delete store3", func(s types.CommitMultiStore) error {
-		return s.LoadLatestVersionAndUpgrade(&types.StoreUpgrades{Deleted: []string{"store3"}})
-	})
+	z := sideDeletingStore3(t)
 	z.commit()
 	k3 := z.keys["store3"]
 	z.samePanicness("CacheMultiStoreWithVersion(1).GetKVStore(store3) after the deletion's commit", func(s types.CommitMultiStore) any {

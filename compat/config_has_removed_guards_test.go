@@ -86,11 +86,10 @@ func TestHasSeesBufferedWrites(t *testing.T) {
 	has("after the delete's commit", false)
 }
 
-// TestRemovedStoreGoneAfterCommit: once the Commit that follows a
-// load deleting a mounted store has completed its removal, the store is
-// gone from GetCommitKVStore and GetCommitStore (nil), as in rootmulti,
-// not the emptied stand-in of the removal.
-func TestRemovedStoreGoneAfterCommit(t *testing.T) {
+// sideDeletingStore3 commits version 1 with pairs in store1 and store3
+// side by side, then reopens both with an upgrade deleting store3, not yet
+// committed.
+func sideDeletingStore3(t *testing.T) *side {
 	z := newSide(t, pruningtypes.NewPruningOptions(pruningtypes.PruningNothing))
 	z.loadBoth("load", func(s types.CommitMultiStore) error { return s.LoadLatestVersion() })
 	z.set("store1", "k", "v")
@@ -100,6 +99,15 @@ func TestRemovedStoreGoneAfterCommit(t *testing.T) {
 	z.loadBoth("delete store3", func(s types.CommitMultiStore) error {
 		return s.LoadLatestVersionAndUpgrade(&types.StoreUpgrades{Deleted: []string{"store3"}})
 	})
+	return z
+}
+
+// TestRemovedStoreGoneAfterCommit: once the Commit that follows a
+// load deleting a mounted store has completed its removal, the store is
+// gone from GetCommitKVStore and GetCommitStore (nil), as in rootmulti,
+// not the emptied stand-in of the removal.
+func TestRemovedStoreGoneAfterCommit(t *testing.T) {
+	z := sideDeletingStore3(t)
 	k3 := z.keys["store3"]
 	z.want("GetCommitKVStore(store3) before the commit", "false", func(s types.CommitMultiStore) any { return s.GetCommitKVStore(k3) == nil })
 	z.commit()

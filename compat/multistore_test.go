@@ -260,12 +260,19 @@ func TestLastCommitIDBeforeLoadAndReopen(t *testing.T) {
 	}
 }
 
+// TestInitialVersion: an initial version set before or after the load,
+// the smallest one other than the default (2) and a larger one, gives
+// rootmulti's commits, and no version before it exists.
 func TestInitialVersion(t *testing.T) {
-	for _, beforeLoad := range []bool{true, false} {
-		t.Run(fmt.Sprint("beforeLoad=", beforeLoad), func(t *testing.T) {
+	for _, c := range []struct {
+		initial    int64
+		beforeLoad bool
+	}{{100, true}, {100, false}, {2, true}} {
+		initial, beforeLoad := c.initial, c.beforeLoad
+		t.Run(fmt.Sprint("initial=", initial, "/beforeLoad=", beforeLoad), func(t *testing.T) {
 			keys := keyring{}
 			oracle := newOracle(t, dbm.NewMemDB(), keys, smallMount, nil)
-			if err := oracle.SetInitialVersion(100); err != nil {
+			if err := oracle.SetInitialVersion(initial); err != nil {
 				t.Fatal(err)
 			}
 			ours, err := compat.NewMultiStore(t.TempDir(), nil, testConfig())
@@ -275,7 +282,7 @@ func TestInitialVersion(t *testing.T) {
 			defer ours.Close()
 			mountAll(ours, keys, smallMount)
 			if beforeLoad {
-				if err := ours.SetInitialVersion(100); err != nil {
+				if err := ours.SetInitialVersion(initial); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -283,7 +290,7 @@ func TestInitialVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !beforeLoad {
-				if err := ours.SetInitialVersion(100); err != nil {
+				if err := ours.SetInitialVersion(initial); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -292,18 +299,18 @@ func TestInitialVersion(t *testing.T) {
 					s.GetKVStore(keys["a"]).Set(fmt.Appendf(nil, "k%d", i), []byte("v"))
 				}
 				a, b := ours.Commit(), oracle.Commit()
-				if a.Version != int64(100+i) || a.Version != b.Version || !bytes.Equal(a.Hash, b.Hash) {
+				if a.Version != initial+int64(i) || a.Version != b.Version || !bytes.Equal(a.Hash, b.Hash) {
 					t.Fatalf("commit %v, rootmulti %v", a, b)
 				}
 			}
 			// versions before the initial one do not exist
-			for _, v := range []int64{1, 50, 99} {
+			for _, v := range []int64{1, initial / 2, initial - 1} {
 				_, ea := ours.CacheMultiStoreWithVersion(v)
 				_, eb := oracle.CacheMultiStoreWithVersion(v)
 				if ea == nil || eb == nil {
 					t.Fatalf("CacheMultiStoreWithVersion(%d): %v, rootmulti %v", v, ea, eb)
 				}
-				q := types.RequestQuery{Path: "/a/key", Data: []byte("k0"), Height: v, Prove: v == 50}
+				q := types.RequestQuery{Path: "/a/key", Data: []byte("k0"), Height: v, Prove: v == initial/2}
 				qa, qb := q, q
 				ra, ea := ours.Query(&qa)
 				rb, eb := oracle.Query(&qb)
@@ -315,7 +322,7 @@ func TestInitialVersion(t *testing.T) {
 			qa, qb := q, q
 			ra, ea := ours.Query(&qa)
 			rb, eb := oracle.Query(&qb)
-			if err := sameResponse(ra, ea, rb, eb); err != nil || ra.Height != 101 {
+			if err := sameResponse(ra, ea, rb, eb); err != nil || ra.Height != initial+1 {
 				t.Fatalf("query at height 0: %v (height %d)", err, ra.Height)
 			}
 		})
