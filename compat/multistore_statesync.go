@@ -51,8 +51,11 @@ func (s *MultiStore) Snapshot(height uint64, protoWriter protoio.Writer) error {
 // importers refuse a tree with versions), it restores only into a database
 // that has committed nothing: one at a version above 0 is refused before
 // anything is touched, also at the snapshot's height, whose state may not
-// be the snapshot's. Every mounted IAVL store must be in the stream, as
-// rootmulti requires (its reload refuses a store the snapshot lacks): a
+// be the snapshot's, and so is one whose working state holds a key written
+// since the load (with an error wrapping multitree.ErrUncommitted; the
+// writes stay, and a Commit commits them). Every mounted IAVL store must be
+// in the stream, as rootmulti requires (its reload refuses a store the
+// snapshot lacks): a
 // stream without one, such as one cut cleanly between two stores, is
 // refused with ErrSnapshotStream and nothing is restored; so is a stream
 // holding a store that is not a mounted IAVL store (rootmulti's "cannot
@@ -71,6 +74,12 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 	}
 	if v != 0 {
 		return snapshottypes.SnapshotItem{}, fmt.Errorf("restore: found database at version %d, must be 0: %w", v, multitree.ErrExists)
+	}
+	// rootmulti's importers also refuse a tree that holds a key (iavl's
+	// "tree must be empty"): at version 0, one written since the load and
+	// not committed. Those writes are kept, not discarded by the reload.
+	if name := s.uncommittedStore(); name != "" {
+		return snapshottypes.SnapshotItem{}, fmt.Errorf("restore: store %q holds uncommitted writes, its tree must be empty: %w", name, multitree.ErrUncommitted)
 	}
 	// rootmulti's importers restore into its stores' own trees, so a
 	// branch taken before the restore (BaseApp's check state, until the
@@ -96,6 +105,20 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 		return snapshottypes.SnapshotItem{}, errors.Join(err, s.LoadLatestVersion())
 	}
 	return item, s.LoadLatestVersion()
+}
+
+// uncommittedStore returns the name of a mounted IAVL store whose working
+// tree holds a key, its buffered writes applied, or "" if there is none.
+func (s *MultiStore) uncommittedStore() string {
+	s.work.Lock()
+	defer s.work.Unlock()
+	for _, st := range s.trees {
+		st.flush()
+		if st.tree != nil && !st.tree.IsEmpty() {
+			return st.name
+		}
+	}
+	return ""
 }
 
 // PruneSnapshotHeight implements snapshottypes.Snapshotter. The SDK's

@@ -2,8 +2,10 @@ package compat_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"cosmossdk.io/store/rootmulti"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/seed-6dfbb450/memiavl/compat"
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
+	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
 // branchPairs reads every pair of store through branch b, a recovered
@@ -152,5 +155,53 @@ func TestBranchReadDuringRestore(t *testing.T) {
 		if len(errs) > 0 {
 			t.Errorf("%T: a branch taken before the restore, read during it: %v", s, errs[0])
 		}
+	}
+}
+
+// TestRestoreRefusesUncommittedWrites: rootmulti's importers refuse a store
+// whose working tree holds a key (iavl's "tree must be empty"), as after a
+// write at version 0 that was not committed. Ours refuses too, before
+// anything is touched, and keeps the write. Once the key is deleted again
+// the trees are empty, and both restore the same state.
+func TestRestoreRefusesUncommittedWrites(t *testing.T) {
+	stream, keys, rs, ms := restoreBranchPair(t)
+	key := []byte("uncommitted")
+	// the stream's first store: rootmulti fails before it imports any
+	// (a later one would leave the stores before it imported, at the
+	// height, and its next restore refused)
+	first := ssStores[0]
+	for _, s := range []storetypes.CommitMultiStore{rs, ms} {
+		s.GetKVStore(keys[first]).Set(key, []byte("v"))
+	}
+	if _, err := rs.Restore(6, snapshottypes.CurrentFormat, ssReader(stream)); err == nil {
+		t.Fatal("rootmulti restored into a store holding an uncommitted write")
+	}
+	_, err := ms.Restore(6, snapshottypes.CurrentFormat, ssReader(stream))
+	if !errors.Is(err, multitree.ErrUncommitted) {
+		t.Fatalf("restore into a store holding an uncommitted write: %v, want ErrUncommitted", err)
+	}
+	if !strings.Contains(err.Error(), fmt.Sprintf("%q", first)) {
+		t.Errorf("the refusal does not name the store %q: %v", first, err)
+	}
+	if got := ms.GetKVStore(keys[first]).Get(key); string(got) != "v" {
+		t.Fatalf("the uncommitted write after the refused restore: %q, want \"v\"", got)
+	}
+	for _, name := range ssStores[1:] {
+		if got, err := branchPairs(ms.CacheMultiStore(), keys[name]); err != nil || len(got) != 0 {
+			t.Fatalf("store %s after the refused restore: %d pairs, %v", name, len(got), err)
+		}
+	}
+
+	for _, s := range []storetypes.CommitMultiStore{rs, ms} {
+		s.GetKVStore(keys[first]).Delete(key)
+	}
+	if _, err := rs.Restore(6, snapshottypes.CurrentFormat, ssReader(stream)); err != nil {
+		t.Fatalf("rootmulti, with the write deleted again: %v", err)
+	}
+	if _, err := ms.Restore(6, snapshottypes.CurrentFormat, ssReader(stream)); err != nil {
+		t.Fatalf("with the write deleted again: %v", err)
+	}
+	if o, r := ms.LastCommitID(), rs.LastCommitID(); o.Version != r.Version || !bytes.Equal(o.Hash, r.Hash) {
+		t.Fatalf("after the restore: %v, rootmulti %v", o, r)
 	}
 }
