@@ -78,7 +78,9 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 	// rootmulti's importers also refuse a tree that holds a key (iavl's
 	// "tree must be empty"): at version 0, one written since the load and
 	// not committed. Those writes are kept, not discarded by the reload.
-	if name := s.uncommittedStore(); name != "" {
+	if name, err := s.uncommittedStore(); err != nil {
+		return snapshottypes.SnapshotItem{}, fmt.Errorf("restore: %w", err)
+	} else if name != "" {
 		return snapshottypes.SnapshotItem{}, fmt.Errorf("restore: store %q holds uncommitted writes, its tree must be empty: %w", name, multitree.ErrUncommitted)
 	}
 	// rootmulti's importers restore into its stores' own trees, so a
@@ -108,17 +110,23 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 }
 
 // uncommittedStore returns the name of a mounted IAVL store whose working
-// tree holds a key, its buffered writes applied, or "" if there is none.
-func (s *MultiStore) uncommittedStore() string {
+// tree holds a key, its buffered writes applied, or "" if there is none. A
+// failure to apply them (a database closed meanwhile, or broken) is
+// returned.
+func (s *MultiStore) uncommittedStore() (string, error) {
 	s.work.Lock()
 	defer s.work.Unlock()
 	for _, st := range s.trees {
-		st.flush()
+		if st.own != nil {
+			st.flush() // a reload's own tree: no database to fail
+		} else if err := tryApplyPending(st.db.Load(), st); err != nil {
+			return "", err
+		}
 		if st.tree != nil && !st.tree.IsEmpty() {
-			return st.name
+			return st.name, nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // PruneSnapshotHeight implements snapshottypes.Snapshotter. The SDK's
