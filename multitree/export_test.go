@@ -20,6 +20,19 @@ func DelayRewrites(db *DB, lag int64) {
 	}
 }
 
+// WaitRewriteBehind waits for the background rewrite running in db if it
+// started lag or more versions before db's version. A test that needs
+// rewrites to switch calls it after each commit, so that they do however
+// slow the machine's rewrites are against its commits.
+func WaitRewriteBehind(db *DB, lag int64) {
+	db.mu.Lock()
+	job, v := db.mu.rewrite, db.mu.version
+	db.mu.Unlock()
+	if job != nil && v-job.version >= lag {
+		<-job.done
+	}
+}
+
 // RebaseCounts returns how many catch-up rounds and switches of background
 // rewrites rebased, how many could not because the stores had changed, and
 // how many rebases failed; after the last two the log is replayed.

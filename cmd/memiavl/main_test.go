@@ -169,20 +169,28 @@ func TestUsageErrors(t *testing.T) {
 func TestBench(t *testing.T) {
 	// every commit fsyncs, so that background rewrites (a dozen fsyncs of
 	// new files each, slower than a log fsync when other tests load the
-	// disk) finish within the run: 290 blocks after the first one starts
-	code, out, errs := cli(t, "bench", "--scale", "0.01", "--blocks", "300", "--snapshot-interval", "10", "--sync", "every-commit", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
+	// disk) finish within the run: 290 blocks after the first one starts.
+	// A machine loaded enough to finish none in them gets a longer run.
 	var res BenchResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("bench --json output is not JSON: %v\n%s", err, out)
-	}
-	if res.Version != 300 || res.Pairs == 0 || res.UpdatesPerSec <= 0 || res.PeakRSSBytes <= 0 || res.DiskBytes <= 0 {
-		t.Errorf("implausible result %+v", res)
+	for _, blocks := range []int64{300, 3000} {
+		code, out, errs := cli(t, "bench", "--scale", "0.01", "--blocks", strconv.FormatInt(blocks, 10), "--snapshot-interval", "10", "--sync", "every-commit", "--json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		res = BenchResult{}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("bench --json output is not JSON: %v\n%s", err, out)
+		}
+		if res.Version != blocks || res.Pairs == 0 || res.UpdatesPerSec <= 0 || res.PeakRSSBytes <= 0 || res.DiskBytes <= 0 {
+			t.Errorf("implausible result %+v", res)
+		}
+		if len(res.Rewrites) > 0 {
+			break
+		}
+		t.Logf("no snapshot rewrite finished in %d blocks (the first still running at the end: %d)", blocks, res.RewriteUnfinished)
 	}
 	if len(res.Rewrites) == 0 {
-		t.Fatalf("no snapshot rewrite recorded with interval 10 over 300 blocks: %+v", res)
+		t.Fatalf("no snapshot rewrite recorded with interval 10: %+v", res)
 	}
 	for _, rw := range res.Rewrites {
 		if rw.Version < 10 || rw.SwitchedAt <= rw.Version || rw.Seconds <= 0 {
@@ -200,7 +208,7 @@ func TestBench(t *testing.T) {
 
 	// same workload, kept directory, table output: the same app hash
 	dir := filepath.Join(t.TempDir(), "db")
-	out = mustCLI(t, "bench", "--dir", dir, "--scale", "0.01", "--blocks", "300", "--snapshot-interval", "10", "--sync", "none", "--async-buffer", "4",
+	out := mustCLI(t, "bench", "--dir", dir, "--scale", "0.01", "--blocks", strconv.FormatInt(res.Version, 10), "--snapshot-interval", "10", "--sync", "none", "--async-buffer", "4",
 		"--rewrite-rate-limit", "1000000000")
 	for _, want := range []string{"throughput", "updates/s", "commit latency", "p99", "snapshot rewrites", "open + replay", "peak RSS", res.AppHash} {
 		if !strings.Contains(out, want) {
