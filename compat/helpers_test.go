@@ -16,16 +16,25 @@ import (
 	ics23 "github.com/cosmos/ics23/go"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
 
-var fullRun = flag.Bool("compat.full", false, "run the randomized tests at full size even with -short")
+var fullRun = flag.Bool("compat.full", false, "run the randomized tests at their largest size, even with -short (as MEMIAVL_FULL=1)")
 
-// scale returns full unless the run is -short without -compat.full.
-func scale(full, short int) int {
-	if testing.Short() && !*fullRun {
+// scale returns full unless the run is -short without -compat.full or
+// MEMIAVL_FULL=1.
+func scale(full, short int) int { return size(full, full, short) }
+
+// size returns the size of a test that has three: full with -compat.full
+// or MEMIAVL_FULL=1 (testutil.Full), short under -short, plain otherwise.
+func size(full, plain, short int) int {
+	switch {
+	case *fullRun || testutil.Full():
+		return full
+	case testing.Short():
 		return short
 	}
-	return full
+	return plain
 }
 
 // mount describes the stores of a chain: IAVL stores by name plus one

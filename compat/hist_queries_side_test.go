@@ -63,8 +63,9 @@ func histSideIter(s types.CommitMultiStore, h int64, name string, start, end []b
 // with and without proofs (proofs verified against the height's app
 // hash), "/subspace" queries, historical branches' iterators and commit
 // infos with rootmulti's, under 13 settings of snapshot interval,
-// keep-recent, query views and initial version, after upgrades, while
-// running and after a reopen.
+// keep-recent, query views and initial version (8 of them without -short,
+// 5 with it, all 13 with MEMIAVL_FULL=1), after upgrades, while running
+// and after a reopen.
 func TestHistQueriesSideBySide(t *testing.T) {
 	type cfg struct {
 		interval int64
@@ -79,9 +80,14 @@ func TestHistQueriesSideBySide(t *testing.T) {
 		}
 	}
 	cases = append(cases, cfg{-1, 0, 2, 0}, cfg{-1, 0, 1, 3}, cfg{5, 3, 2, 0}, cfg{4, 1, 1, 2})
-	if testing.Short() {
+	switch size(3, 2, 1) {
+	case 1:
 		// every interval, keep-recent and view count, one run each
 		cases = []cfg{cases[0], cases[4], cases[8], cases[9], cases[12]}
+	case 2:
+		// and every keep-recent with two of the intervals, and initial
+		// version 3 without snapshots
+		cases = []cfg{cases[0], cases[2], cases[4], cases[6], cases[8], cases[9], cases[10], cases[12]}
 	}
 	for ci, tc := range cases {
 		t.Run(fmt.Sprintf("i%d-k%d-v%d-init%d", tc.interval, tc.keep, tc.views, tc.initial), func(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 // ErrNotLoaded; it never answers "no such store" for a store mounted in
 // every load (Query reads the published stores once: a reload in progress
 // publishes empty ones) nor that the key is absent. The interleavings are
-// rare: 16 queriers beside reloads for 3 s (15 s without -short).
+// rare: 16 queriers beside reloads for 3 s (8 s without -short, 15 s with MEMIAVL_FULL=1).
 func TestQueryBesideReload(t *testing.T) {
 	dir := t.TempDir()
 	keys := keyring{}
@@ -54,10 +54,7 @@ func TestQueryBesideReload(t *testing.T) {
 			}
 		}()
 	}
-	span := 15 * time.Second
-	if testing.Short() {
-		span = 3 * time.Second
-	}
+	span := time.Duration(size(15, 8, 3)) * time.Second
 	start := time.Now()
 	for time.Since(start) < span && !stop.Load() {
 		if err := ms.LoadLatestVersion(); err != nil {

@@ -376,8 +376,9 @@ func (v sdkCrashVariant) String() string {
 // in the next run of the node, which recovers from the first. The node is
 // then restarted in this process and checked by checkSDKCrashRestart
 // against the chain run once on the default store: with the synchronous log
-// it must hold every block it acknowledged. The full run tries every point
-// twice, from homes of other heights; -short only every 4th point, once.
+// it must hold every block it acknowledged. A run without -short tries
+// every point once, the largest (MEMIAVL_FULL=1) twice, from homes of other
+// heights; -short only every 4th point, once.
 func TestSDKAppCrashPoints(t *testing.T) {
 	if os.Getenv(sdkCrashHomeEnv) != "" {
 		t.Skip("child")
@@ -390,7 +391,7 @@ func TestSDKAppCrashPoints(t *testing.T) {
 	step := scale(1, 4)
 	variants := []sdkCrashVariant{{"sync", 0}, {"async", 1}, {"sync", 1}, {"async", 0}}
 	variants = variants[:scale(4, 2)]
-	for round := range scale(2, 1) {
+	for round := range size(2, 1, 1) {
 		for vi, v := range variants {
 			for ci := range sdkCrashCalls {
 				sdkCrashPoints(t, chain, ref, strace, v, ci, 1+(vi+ci*3)%step, step, round, st)

@@ -21,10 +21,7 @@ import (
 // asynchronous log, initial version). Each seed is a subtest: rerun one
 // with -run 'TestSideBySideUpgradeHistory/<seed>'.
 func TestSideBySideUpgradeHistory(t *testing.T) {
-	seeds := 30
-	if testing.Short() {
-		seeds = 6
-	}
+	seeds := size(30, 15, 6)
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { sideUpgradeHistory(t, seed) })
 	}

@@ -98,7 +98,7 @@ func TestStressNodeReaders(t *testing.T) {
 	if !testing.Short() {
 		blocks = 150
 		variants = nil
-		for seed := int64(1); seed <= 4; seed++ {
+		for seed := int64(1); seed <= int64(size(4, 2, 0)); seed++ {
 			variants = append(variants,
 				stressVariant{3000, 300, seed, 1, 0, 1, seed%2 == 0, int(seed % 3)},
 				stressVariant{3000, 300, seed, 2, 1, 3, seed%2 == 1, 0},

@@ -67,10 +67,7 @@ func testWorkingBranchBesideReload(t *testing.T, cfg compat.Config) {
 			}
 		}()
 	}
-	span := 8 * time.Second
-	if testing.Short() {
-		span = 2 * time.Second
-	}
+	span := time.Duration(size(8, 5, 2)) * time.Second
 	start := time.Now()
 	for i := 0; time.Since(start) < span && !stop.Load(); i++ {
 		if err := ms.LoadLatestVersion(); err != nil {

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${FULL:-0}" = "1" ]; then
-	exec go test -count=1 -timeout 60m ./... "$@"
+	# the largest size of every campaign (see testutil.Full)
+	MEMIAVL_FULL=1 exec go test -count=1 -timeout 60m ./... "$@"
 fi
 exec go test -short -count=1 -timeout 20m ./... "$@"

@@ -236,3 +236,10 @@ func ReadAppHashRecord(t testing.TB, path string) (int64, []byte) {
 	}
 	return v, h
 }
+
+// Full reports whether the tests run at their largest size: MEMIAVL_FULL=1
+// in the environment (FULL=1 of scripts/test.sh sets it). Without it, a
+// run without -short takes the middle size of the largest campaigns, sized
+// to end well inside go test's default timeout of 10 minutes a package on
+// two processors; -short takes the quick slice.
+func Full() bool { return os.Getenv("MEMIAVL_FULL") == "1" }
