@@ -55,13 +55,12 @@ func (s *MultiStore) Snapshot(height uint64, protoWriter protoio.Writer) error {
 // since the load (with an error wrapping multitree.ErrUncommitted; the
 // writes stay, and a Commit commits them). Every mounted IAVL store must be
 // in the stream, as rootmulti requires (its reload refuses a store the
-// snapshot lacks): a
-// stream without one, such as one cut cleanly between two stores, is
-// refused with ErrSnapshotStream and nothing is restored; so is a stream
-// holding a store that is not a mounted IAVL store (rootmulti's "cannot
-// import into non-IAVL store"), also when no IAVL store is mounted.
-// After a failed restore the multistore is reloaded on the database as it
-// was.
+// snapshot lacks): a stream without one, such as one cut cleanly between
+// two stores, is refused with ErrSnapshotStream and nothing is restored;
+// so is a stream holding a store that is not a mounted IAVL store
+// (rootmulti's "cannot import into non-IAVL store"), also when no IAVL
+// store is mounted. After a failed restore the multistore is reloaded on
+// the database as it was.
 func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.Reader) (snapshottypes.SnapshotItem, error) {
 	var v int64
 	if db := s.db.Load(); db != nil {
