@@ -310,13 +310,5 @@ func fsoTraceChild(t *testing.T, strace, child, dir, trace, markFile string, env
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
-	lines, err := fsoReadLines(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls, err := fsoParseStrace(lines)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fsoTrace{dir: dir, markFile: markFile, lines: lines, calls: calls}
+	return fsoLoadTrace(t, trace, dir, markFile)
 }

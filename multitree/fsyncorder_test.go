@@ -715,6 +715,13 @@ func fsoRunChild(t *testing.T, strace, name, dir string) *fsoTrace {
 		b, _ := os.ReadFile(trace)
 		_ = os.WriteFile(keep+"."+name, b, 0o644)
 	}
+	return fsoLoadTrace(t, trace, dir, markFile)
+}
+
+// fsoLoadTrace reads and parses the strace output file trace of a child
+// that ran in dir with markFile.
+func fsoLoadTrace(t *testing.T, trace, dir, markFile string) *fsoTrace {
+	t.Helper()
 	lines, err := fsoReadLines(trace)
 	if err != nil {
 		t.Fatal(err)

@@ -35,14 +35,7 @@ func (l *countingLimiter) WaitN(ctx context.Context, n int) error {
 }
 
 // waitRewrite waits for the background rewrite running in db, if any.
-func waitRewrite(db *DB) {
-	db.mu.Lock()
-	job := db.mu.rewrite
-	db.mu.Unlock()
-	if job != nil {
-		<-job.done
-	}
-}
+func waitRewrite(db *DB) { WaitRewriteBehind(db, 0) }
 
 // fillStore commits n keys of size-byte values into store "a".
 func fillStore(t *testing.T, db *DB, n, size int) {

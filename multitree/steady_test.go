@@ -107,11 +107,10 @@ func testSteadyState(t *testing.T, settle bool) {
 		// finish once it is 4 intervals behind, so that the switches
 		// come however slow the machine's rewrites are against its
 		// commits.
-		db.mu.Lock()
-		job := db.mu.rewrite
-		db.mu.Unlock()
-		if job != nil && (settle || int64(v)-job.version >= 32) {
-			<-job.done
+		if settle {
+			waitRewrite(db)
+		} else {
+			WaitRewriteBehind(db, 32)
 		}
 		if db.SnapshotVersion() == snap {
 			continue
