@@ -381,10 +381,12 @@ func (si *storeIterator) Close() error {
 	return si.it.Close()
 }
 
-// check panics if the iterator stopped on an error.
+// check panics if the iterator stopped on an error: as panicReleased
+// does, so that an iteration stopped by its snapshot's release says so
+// whichever method meets it.
 func (si *storeIterator) check() {
 	if err := si.it.Error(); err != nil {
-		panic(fmt.Errorf("memiavl: store %q: iterate: %w", si.store, err))
+		si.panicReleased(err)
 	}
 }
 

@@ -275,3 +275,56 @@ func TestTreeStoreClosedIteratorValid(t *testing.T) {
 		t.Errorf("closed cachekv iterator Valid: %s", got)
 	}
 }
+
+// TestTreeStoreIteratorValidPastSwitch: an iterator of the working state
+// kept past a switch to a new snapshot, whose first use after the old
+// snapshot's release is Valid, panics naming the released snapshot, as Key
+// and Value do (not with a bare "snapshot: closed").
+func TestTreeStoreIteratorValidPastSwitch(t *testing.T) {
+	cfg := compat.DefaultConfig()
+	cfg.Enable = true
+	cfg.SnapshotInterval = -1 // switches by RewriteSnapshot only
+	cfg.SnapshotKeepRecent = 0
+	cfg.QueryViews = 1
+	keys := keyring{}
+	ms := newOurs(t, t.TempDir(), cfg, keys, mount{iavl: []string{"a"}}, nil)
+	defer ms.Close()
+	ak := keys["a"]
+	for i := 0; i < 100; i++ {
+		ms.GetKVStore(ak).Set(fmt.Appendf(nil, "k%03d", i), []byte("v"))
+	}
+	ms.Commit()
+	if err := ms.RewriteSnapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ms.Commit()
+	it := ms.GetKVStore(ak).Iterator(nil, nil)
+	defer func() { outcome(func() any { return it.Close() }) }()
+	if !it.Valid() || string(it.Key()) != "k000" {
+		t.Fatalf("iterator at %q", it.Key())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for round := 0; ; round++ {
+		if round%10 == 0 {
+			// a new snapshot, and commits that replace the cached view of
+			// the old one
+			ms.GetKVStore(ak).Set([]byte("k999"), []byte(fmt.Sprint("v", round)))
+			ms.Commit()
+			if err := ms.RewriteSnapshot(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			ms.Commit()
+		}
+		got := outcome(func() any { return it.Valid() })
+		if got != "true" {
+			if !strings.Contains(got, "iterator used after the snapshot it reads was released") {
+				t.Fatalf("Valid after the switch: %s; want a panic naming the released snapshot", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the old snapshot was not released in 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
