@@ -18,14 +18,22 @@ import (
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 )
 
-var fullRun = flag.Bool("memiavl.full", false, "run the randomized tests at full size even with -short")
+var fullRun = flag.Bool("memiavl.full", false, "run the randomized tests at their largest size, even with -short (as MEMIAVL_FULL=1)")
 
-// scale returns full unless the run is -short without -memiavl.full.
-func scale(full, short int) int {
-	if testing.Short() && !*fullRun {
+// scale returns full unless the run is -short without -memiavl.full or
+// MEMIAVL_FULL=1.
+func scale(full, short int) int { return size(full, full, short) }
+
+// size returns the size of a test that has three: full with -memiavl.full
+// or MEMIAVL_FULL=1 (testutil.Full), short under -short, plain otherwise.
+func size(full, plain, short int) int {
+	switch {
+	case *fullRun || testutil.Full():
+		return full
+	case testing.Short():
 		return short
 	}
-	return full
+	return plain
 }
 
 func newIAVL(t testing.TB, initial int64) *iavl.MutableTree {

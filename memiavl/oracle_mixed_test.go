@@ -404,7 +404,7 @@ func (l *orLine) randomOps(r *rand.Rand, n int) {
 // their own, emptying and refilling, with reads, bounded iteration and
 // proofs at every gap checked against iavl at each step.
 func TestOracleInterleavings(t *testing.T) {
-	orMul := int64(scale(3, 1)) // scales steps, operations per step and seeds
+	orMul := int64(size(3, 2, 1)) // scales steps, operations per step and seeds
 	for _, initial := range []int64{0, 1 << 32, 1 << 40} {
 		for seed := int64(1); seed <= edgeSeeds(3)*orMul; seed++ {
 			t.Run(fmt.Sprintf("initial=%d/seed=%d", initial, seed), func(t *testing.T) {

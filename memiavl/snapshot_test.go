@@ -68,8 +68,8 @@ func sameContents(t *testing.T, a, b *memiavl.Tree) {
 
 func TestSnapshotRoundTrip(t *testing.T) {
 	sizes := []int{0, 1, 2, 3, 1000}
-	if !testing.Short() || *fullRun {
-		sizes = append(sizes, 1_000_000)
+	if n := size(1_000_000, 200_000, 0); n > 0 {
+		sizes = append(sizes, n)
 	}
 	for _, n := range sizes {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {

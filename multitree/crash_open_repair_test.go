@@ -469,10 +469,7 @@ func crOpenSweep(t *testing.T, group int) {
 		t.Skip("child")
 	}
 	strace := testutil.Strace(t)
-	step := 1
-	if testing.Short() && !*fullRun {
-		step = 7
-	}
+	step := crashSize(1, 2, 7)
 	hashes := crHashes(t, 31)
 	kills := 0
 	for _, rep := range crRepairs() {

@@ -151,10 +151,7 @@ func TestCrashRecoveryVaried(t *testing.T) {
 	r := testutil.Rand(t)
 	seed := r.Int63()
 	dir := t.TempDir()
-	rounds := 40
-	if testing.Short() && !*fullRun {
-		rounds = 6
-	}
+	rounds := crashSize(40, 20, 6)
 	ref := &crashRef{entry: func(v int64, stores []string) wal.Entry { return crashVariedEntry(seed, v, stores) },
 		past: map[int64]map[string]*memiavl.Tree{}}
 	ref.reset(crashStores)

@@ -94,10 +94,7 @@ func TestCrashPoints(t *testing.T) {
 	strace := testutil.Strace(t)
 	r := testutil.Rand(t)
 	seed := r.Int63()
-	step := 1
-	if testing.Short() && !*fullRun {
-		step = 7
-	}
+	step := crashSize(1, 2, 7)
 	kills := 0
 	for i, call := range crashPointCalls {
 		first := 1 + (i % step)
@@ -294,10 +291,7 @@ func TestIOErrorPoints(t *testing.T) {
 	strace := testutil.Strace(t)
 	r := testutil.Rand(t)
 	seed := r.Int63()
-	step := 1
-	if testing.Short() && !*fullRun {
-		step = 7
-	}
+	step := crashSize(1, 2, 7)
 	faults, failed := 0, 0
 	for i, call := range ioErrorCalls {
 		first := 1 + (i % step)

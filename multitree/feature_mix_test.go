@@ -701,10 +701,7 @@ func mixRunSeed(t *testing.T, seed int64, steps int) {
 // one with MEMIAVL_SEED): 4 runs of 150 steps under -short, 16 of 300
 // without.
 func TestFeatureMixRandom(t *testing.T) {
-	seeds, steps := 16, 300
-	if testing.Short() {
-		seeds, steps = 4, 150
-	}
+	seeds, steps := size(16, 8, 4), scale(300, 150)
 	base := testutil.Seed(t)
 	for i := 0; i < seeds; i++ {
 		seed := base + int64(i)

@@ -621,10 +621,7 @@ func dfRunSeed(t *testing.T, seed int64, steps int) {
 // one cosmos/iavl trees give for the same operations, every kept version
 // reads as the model says, and after every Close no goroutine is left.
 func TestRandomHistoriesAgainstIAVL(t *testing.T) {
-	seeds, steps := 40, 60
-	if testing.Short() {
-		seeds, steps = 4, 40
-	}
+	seeds, steps := size(40, 20, 4), scale(60, 40)
 	base := testutil.Rand(t).Int63()
 	for i := 0; i < seeds; i++ {
 		seed := base + int64(i)

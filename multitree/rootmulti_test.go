@@ -20,13 +20,23 @@ import (
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
-var fullRun = flag.Bool("multitree.full", false, "run the randomized tests at full size even with -short")
+var fullRun = flag.Bool("multitree.full", false, "run the randomized tests at their largest size, even with -short (as MEMIAVL_FULL=1)")
 
-func scale(full, short int) int {
-	if testing.Short() && !*fullRun {
+// scale returns full unless the run is -short without -multitree.full or
+// MEMIAVL_FULL=1.
+func scale(full, short int) int { return size(full, full, short) }
+
+// size returns the size of a test that has three: full with
+// -multitree.full or MEMIAVL_FULL=1 (testutil.Full), short under -short,
+// plain otherwise.
+func size(full, plain, short int) int {
+	switch {
+	case *fullRun || testutil.Full():
+		return full
+	case testing.Short():
 		return short
 	}
-	return full
+	return plain
 }
 
 // oracle is the SDK's rootmulti store over cosmos/iavl in memory.
