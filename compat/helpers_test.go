@@ -27,15 +27,7 @@ func scale(full, short int) int { return size(full, full, short) }
 
 // size returns the size of a test that has three: full with -compat.full
 // or MEMIAVL_FULL=1 (testutil.Full), short under -short, plain otherwise.
-func size(full, plain, short int) int {
-	switch {
-	case *fullRun || testutil.Full():
-		return full
-	case testing.Short():
-		return short
-	}
-	return plain
-}
+func size(full, plain, short int) int { return testutil.Size(*fullRun, full, plain, short) }
 
 // mount describes the stores of a chain: IAVL stores by name plus one
 // transient and one memory store.

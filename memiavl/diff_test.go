@@ -26,15 +26,7 @@ func scale(full, short int) int { return size(full, full, short) }
 
 // size returns the size of a test that has three: full with -memiavl.full
 // or MEMIAVL_FULL=1 (testutil.Full), short under -short, plain otherwise.
-func size(full, plain, short int) int {
-	switch {
-	case *fullRun || testutil.Full():
-		return full
-	case testing.Short():
-		return short
-	}
-	return plain
-}
+func size(full, plain, short int) int { return testutil.Size(*fullRun, full, plain, short) }
 
 func newIAVL(t testing.TB, initial int64) *iavl.MutableTree {
 	var opts []iavl.Option

@@ -2,7 +2,6 @@ package multitree
 
 import (
 	"flag"
-	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
@@ -12,12 +11,4 @@ var fullRun = flag.Bool("multitree.fullcrash", false, "run the crash tests at th
 // crashSize returns the size of a crash campaign: full with
 // -multitree.fullcrash or MEMIAVL_FULL=1 (testutil.Full), short under
 // -short, plain otherwise.
-func crashSize(full, plain, short int) int {
-	switch {
-	case *fullRun || testutil.Full():
-		return full
-	case testing.Short():
-		return short
-	}
-	return plain
-}
+func crashSize(full, plain, short int) int { return testutil.Size(*fullRun, full, plain, short) }

@@ -29,15 +29,7 @@ func scale(full, short int) int { return size(full, full, short) }
 // size returns the size of a test that has three: full with
 // -multitree.full or MEMIAVL_FULL=1 (testutil.Full), short under -short,
 // plain otherwise.
-func size(full, plain, short int) int {
-	switch {
-	case *fullRun || testutil.Full():
-		return full
-	case testing.Short():
-		return short
-	}
-	return plain
-}
+func size(full, plain, short int) int { return testutil.Size(*fullRun, full, plain, short) }
 
 // oracle is the SDK's rootmulti store over cosmos/iavl in memory.
 type oracle struct {

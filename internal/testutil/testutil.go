@@ -243,3 +243,16 @@ func ReadAppHashRecord(t testing.TB, path string) (int64, []byte) {
 // to end well inside go test's default timeout of 10 minutes a package on
 // two processors; -short takes the quick slice.
 func Full() bool { return os.Getenv("MEMIAVL_FULL") == "1" }
+
+// Size returns the size of a test that has three: full when fullFlag (a
+// package's flag asking for the largest size) is set or Full reports
+// true, short under -short, plain otherwise.
+func Size(fullFlag bool, full, plain, short int) int {
+	switch {
+	case fullFlag || Full():
+		return full
+	case testing.Short():
+		return short
+	}
+	return plain
+}
