@@ -455,8 +455,9 @@ func crCheckState(t *testing.T, dir string, want int64, hashes map[int64]string,
 // or as a writer; that then verifies and takes the next block; Verify of
 // what a kill left passes where it passed on the damaged state. Every
 // third kill is followed by a second kill of the next open, at the same
-// call (a repair interrupted twice). Under -short only every 7th point is
-// tried.
+// call (a repair interrupted twice). Every point is tried at the largest
+// size (MEMIAVL_FULL=1 or -multitree.fullcrash), every 2nd without -short,
+// every 7th under -short.
 func TestCrashOpenRepairs(t *testing.T) { crOpenSweep(t, 0) }
 
 // TestCrashOpenFinishes is TestCrashOpenRepairs for what a writable

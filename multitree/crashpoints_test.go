@@ -85,8 +85,9 @@ func TestCrashPointsChild(t *testing.T) {
 // database must open, at the last acknowledged version at least (with the
 // asynchronous log, at the version its last close left at least), with the
 // right app hash and contents, take further commits and pass Verify once
-// closed. Under -short only every 7th point is tried. The test is skipped
-// where strace is not installed.
+// closed. Every point is tried at the largest size (MEMIAVL_FULL=1 or
+// -multitree.fullcrash), every 2nd without -short, every 7th under -short.
+// The test is skipped where strace is not installed.
 func TestCrashPoints(t *testing.T) {
 	if os.Getenv("MEMIAVL_CRASHPOINT_DIR") != "" {
 		t.Skip("child")
@@ -283,7 +284,8 @@ var (
 // rename or mkdir must be reported (by the call that needed it, the next
 // Commit for a background rewrite's, or Close), and a failed fsync is not
 // retried as if it had succeeded: the version it was for is not
-// acknowledged. Under -short only every 7th point is tried.
+// acknowledged. Every point is tried at the largest size, every 2nd
+// without -short, every 7th under -short.
 func TestIOErrorPoints(t *testing.T) {
 	if os.Getenv("MEMIAVL_CRASHPOINT_DIR") != "" {
 		t.Skip("child")

@@ -698,8 +698,8 @@ func mixRunSeed(t *testing.T, seed int64, steps int) {
 // and imports (new directory or Replace, with a Finish step), and checks
 // every version read against a model of every version and the app hash
 // its Commit returned. Each run takes seeds from testutil.Seed on (replay
-// one with MEMIAVL_SEED): 4 runs of 150 steps under -short, 16 of 300
-// without.
+// one with MEMIAVL_SEED): 4 runs of 150 steps under -short, 8 of 300
+// without, 16 of 300 at the largest size (MEMIAVL_FULL=1).
 func TestFeatureMixRandom(t *testing.T) {
 	seeds, steps := size(16, 8, 4), scale(300, 150)
 	base := testutil.Seed(t)
