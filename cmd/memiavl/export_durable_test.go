@@ -85,7 +85,7 @@ func joinStraceCalls(lines []string) []*straceCall {
 		if strings.HasPrefix(rest, "<... ") {
 			if c := pending[pid]; c != nil {
 				_, tail, _ := strings.Cut(rest, " resumed>")
-				c.text, c.end = c.text+tail, i
+				c.text, c.end = strings.TrimSpace(c.text+tail), i
 				delete(pending, pid)
 			}
 			continue
@@ -96,9 +96,6 @@ func joinStraceCalls(lines []string) []*straceCall {
 			pending[pid] = c
 		}
 		calls = append(calls, c)
-	}
-	for _, c := range calls {
-		c.text = strings.TrimSpace(c.text)
 	}
 	return calls
 }
