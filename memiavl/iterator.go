@@ -3,6 +3,7 @@ package memiavl
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"unsafe"
 
@@ -54,6 +55,38 @@ type Iterator struct {
 	// (see touch)
 	touched byte
 	page    uintptr
+
+	// held is released by Close (see Hold)
+	held Releaser
+}
+
+// Releaser is a resource an iterator holds while it is open (see
+// Iterator.Hold).
+type Releaser interface{ Release() }
+
+// Hold makes the iterator hold r, typically a reference that keeps the
+// tree's snapshot open, until the iterator is closed: the first Close calls
+// r.Release. An iterator that is never closed releases r after the garbage
+// collector finds it unreachable (a finalizer), so a forgotten Close delays
+// the release instead of leaking it. At most one resource is held; holding
+// another releases the first.
+func (it *Iterator) Hold(r Releaser) {
+	if it.held != nil {
+		it.releaseHeld()
+	}
+	it.held = r
+	if r != nil {
+		runtime.SetFinalizer(it, (*Iterator).releaseHeld)
+	}
+}
+
+// releaseHeld releases the resource the iterator holds, once.
+func (it *Iterator) releaseHeld() {
+	if r := it.held; r != nil {
+		it.held = nil
+		runtime.SetFinalizer(it, nil)
+		r.Release()
+	}
 }
 
 // touch reads the pages of the leaf's key and value, which the caller
@@ -179,12 +212,13 @@ func (it *Iterator) Released() bool {
 // Error returns the error that stopped the iteration, if any.
 func (it *Iterator) Error() error { return it.err }
 
-// Close releases the iterator.
+// Close releases the iterator and what it holds (see Hold).
 func (it *Iterator) Close() error {
 	it.valid, it.key, it.value = false, nil, nil
 	it.stack = nil
 	it.scanning = false
 	it.bi, it.bn = 0, 0
+	it.releaseHeld()
 	return nil
 }
 

@@ -1569,23 +1569,45 @@ type WorkingReader interface {
 // switch the working trees to a new snapshot and unmap the old one, which
 // the reader reads; call WorkingTree again after each of them (or read
 // through a View).
+//
+// An iterator from the reader is the exception: it holds the snapshot it
+// reads until its Close (memiavl.Iterator.Hold), so it may be kept across
+// a Commit, a switch to a new snapshot and Close. It sees the writes to
+// its tree made while it is open, as memiavl.Iterator describes, until
+// the DB replaces the tree (a switch to a new snapshot, Close); from then
+// on it reads the tree as it was last changed, as a View would: the
+// writes of later versions go to the tree that replaced it. While it is
+// open, the old snapshot stays mapped and its files (if pruned) keep
+// their disk space; close iterators when done.
 func (db *DB) WorkingTree(store string) WorkingReader {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if t := db.mu.trees[store]; t != nil { // none once closed
-		return treeReader{t}
+		return treeReader{t: t, gen: db.mu.gen}
 	}
 	return nil
 }
 
-// treeReader is a WorkingReader: the tree without its write methods.
-type treeReader struct{ t *memiavl.Tree }
+// treeReader is a WorkingReader: the tree without its write methods. gen
+// is the generation the tree reads, which its iterators hold.
+type treeReader struct {
+	t   *memiavl.Tree
+	gen *generation
+}
 
 func (r treeReader) Get(key []byte) ([]byte, error)         { return r.t.Get(key) }
 func (r treeReader) GetZeroCopy(key []byte) ([]byte, error) { return r.t.GetZeroCopy(key) }
 func (r treeReader) Has(key []byte) (bool, error)           { return r.t.Has(key) }
 func (r treeReader) Iterator(start, end []byte, ascending bool) *memiavl.Iterator {
-	return r.t.Iterator(start, end, ascending)
+	// a reader kept past the release of its generation has nothing to
+	// hold: its iterator stops with snapshot.ErrClosed (or reads memory
+	// only, for a tree with no snapshot)
+	held := r.gen != nil && r.gen.tryAcquire()
+	it := r.t.Iterator(start, end, ascending)
+	if held {
+		it.Hold(r.gen)
+	}
+	return it
 }
 func (r treeReader) GetMembershipProof(key []byte) (*ics23.CommitmentProof, error) {
 	return r.t.GetMembershipProof(key)

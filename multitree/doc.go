@@ -125,6 +125,13 @@
 // neither the Commit nor the reader that releases the last reference waits
 // for it. Close waits for the unmappings under way.
 //
+// An iterator of a working tree (WorkingTree) holds the snapshots of the
+// trees it was made on in the same way until its Close (or, if it is
+// never closed, until the garbage collector finds it unreachable), so
+// that it may be kept across Commits, switches to new snapshots and
+// Close: after the DB replaced its tree it reads the tree as it was last
+// changed, and it keeps that tree's in-memory nodes reachable meanwhile.
+//
 // A point read (Get, Has) of a key that no version since the snapshot has
 // changed goes straight to the snapshot's lookup table: each tree keeps a
 // filter of the keys changed since its snapshot (a chain of Bloom filters;
@@ -147,12 +154,13 @@
 //     and value bytes once), and copies made by earlier catch-up rounds
 //     stay reachable from the rebaser until the switch.
 //   - When a Commit switches to a background rewrite's trees, the old trees'
-//     in-memory nodes become garbage once no view holds them, most of the
-//     heap at once, while the collector's pace still follows the heap
-//     before the switch: the heap would grow to about twice that size
-//     before the next collection found them. The unmapping goroutine of the
-//     old snapshots therefore runs one garbage collection (runtime.GC) per
-//     background switch, which keeps the peak near the live heap.
+//     in-memory nodes become garbage once no view and no open iterator of
+//     them holds them, most of the heap at once, while the collector's
+//     pace still follows the heap before the switch: the heap would grow
+//     to about twice that size before the next collection found them. The
+//     unmapping goroutine of the old snapshots therefore runs one garbage
+//     collection (runtime.GC) per background switch, which keeps the peak
+//     near the live heap.
 //   - The filter of changed keys takes 2 bytes per key changed since the
 //     snapshot (16 bits at a filter's capacity; after Open the first is
 //     sized for a quarter of the snapshot's keys, 8 KiB to 2 MiB),

@@ -111,6 +111,9 @@ func (g *generation) acquire() {
 	}
 }
 
+// Release is release, for memiavl.Iterator.Hold.
+func (g *generation) Release() { g.release() }
+
 func (g *generation) release() {
 	switch n := g.refs.Add(-1); {
 	case n == 0 && g.parent != nil:
