@@ -239,7 +239,11 @@ func tryApplyPending(db *multitree.DB, stores ...*TreeStore) error {
 // bound being open. As with iavl, writes to the store while the iterator is
 // open that fall outside the keys still to come do not disturb it (see
 // memiavl.Iterator); writes among them are against the KVStore contract
-// (write through a cache branch instead).
+// (write through a cache branch instead). The iterator holds the snapshot
+// it reads until its Close, so it may outlive its block: after a commit
+// that switches the store to a new snapshot, a reload or the multistore's
+// Close, it reads on over the state it was reading then, as rootmulti's
+// iterators read on over the tree they were made on.
 func (st *TreeStore) Iterator(start, end []byte) types.Iterator {
 	return st.iterator(start, end, true)
 }
@@ -252,10 +256,26 @@ func (st *TreeStore) ReverseIterator(start, end []byte) types.Iterator {
 func (st *TreeStore) iterator(start, end []byte, ascending bool) types.Iterator {
 	defer st.lock()()
 	st.flush()
-	si := &storeIterator{it: st.tree.Iterator(start, end, ascending), store: st.name, copy: !st.zeroCopy, mu: &st.ms.work}
+	it := st.tree.Iterator(start, end, ascending)
+	if st.own != nil {
+		// a tree of its own during a reload: a copy of the detached
+		// view's tree (see MultiStore.readCommitted), whose snapshot the
+		// iterator holds as the database's iterators hold theirs; the
+		// view is held meanwhile (it changes under work)
+		if v := st.ms.detached.Load(); v != nil && v.Pin() {
+			it.Hold(viewPin{v})
+		}
+	}
+	si := &storeIterator{it: it, store: st.name, copy: !st.zeroCopy, mu: &st.ms.work}
 	si.check()
 	return si
 }
+
+// viewPin is a Pin of a view that an iterator holds until its Close
+// (memiavl.Iterator.Hold).
+type viewPin struct{ v *multitree.View }
+
+func (p viewPin) Release() { p.v.Unpin() }
 
 // Commit implements types.Committer. The stores of the database are
 // committed together by MultiStore.Commit; committing one store alone is a
@@ -391,8 +411,10 @@ func (si *storeIterator) check() {
 }
 
 // checkReleased panics if the snapshot the iterator reads was closed under
-// it: the multistore was closed or reloaded, or the iterator outlived the
-// block (the working trees' old snapshot is unmapped after a switch).
+// it. An iterator of the working state holds its snapshot until its Close
+// (multitree.DB.WorkingTree; during a reload, the detached view's), so
+// this is an iterator made from a store whose database was closed
+// already.
 func (si *storeIterator) checkReleased() {
 	if si.it.Released() {
 		si.panicReleased(snapshot.ErrClosed)
@@ -404,7 +426,7 @@ func (si *storeIterator) checkReleased() {
 // iterator, memiavl.ErrCorrupt when its file is damaged.
 func (si *storeIterator) panicReleased(err error) {
 	if errors.Is(err, snapshot.ErrClosed) {
-		panic(fmt.Errorf("memiavl: store %q: iterator used after the snapshot it reads was released (the multistore was closed or reloaded, or the iterator was kept past its block): %w",
+		panic(fmt.Errorf("memiavl: store %q: iterator used after the snapshot it reads was released (the multistore was closed or reloaded): %w",
 			si.store, err))
 	}
 	panic(fmt.Errorf("memiavl: store %q: iterate: %w", si.store, err))

@@ -1,6 +1,7 @@
 package compat_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 )
@@ -51,5 +52,41 @@ func TestBranchBeforeFailedReloadReadsAfterRepair(t *testing.T) {
 		if o != r {
 			t.Errorf("get %s through a branch taken before the failed reload: ours %s | rootmulti %s", k, o, r)
 		}
+	}
+}
+
+// TestIteratorDuringFailedReloadOutlivesLoad: an iterator of a store made
+// while the store reads the last committed version after a failed reload
+// (a copy of a view of the database the reload closed), kept across the
+// next load, which releases that view, reads on to its end: it holds the
+// view's snapshot until its Close, as an iterator of the working state
+// holds its own.
+func TestIteratorDuringFailedReloadOutlivesLoad(t *testing.T) {
+	p := rfPair(t)
+	st := p.ours.GetKVStore(p.keys["a"])
+	restore := rfReplace(t, filepath.Join(rfSnapDir(p.dir, 10), "metadata"), 10)
+	if err := p.ours.LoadLatestVersion(); err == nil {
+		t.Fatal("loaded")
+	}
+	it := st.Iterator(nil, nil)
+	defer it.Close()
+	if !it.Valid() || string(it.Key()) != "k01" {
+		t.Fatalf("iterator at %q", it.Key())
+	}
+	restore()
+	if err := p.ours.LoadLatestVersion(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if res := outcome(func() any {
+		for ; it.Valid(); it.Next() {
+			got = append(got, fmt.Sprintf("%s=%s", it.Key(), it.Value()))
+		}
+		return nil
+	}); res != "<nil>" {
+		t.Fatalf("reading the iterator after the next load: %s", res)
+	}
+	if len(got) != 12 || got[0] != "k01=v1" || got[11] != "k12=v12" {
+		t.Fatalf("read %v after the next load; want k01=v1 ... k12=v12", got)
 	}
 }
