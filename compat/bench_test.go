@@ -298,6 +298,38 @@ func BenchmarkGet(b *testing.B) {
 	}
 }
 
+// BenchmarkIterate opens an iterator of the working state over a short
+// range (a random key and the 4 after it, as a module's prefix read),
+// reads it and closes it: the iterator's setup and teardown weigh as much
+// as its steps.
+func BenchmarkIterate(b *testing.B) {
+	fs := newFixtureSet(b)
+	for _, mode := range []string{"direct", "branch"} {
+		for _, impl := range []string{"compat", "rootmulti"} {
+			b.Run(mode+"/"+impl, func(b *testing.B) {
+				f := fs.fixture(b, impl, "read")
+				r := rand.New(rand.NewSource(5))
+				kv := f.cms.GetKVStore(f.skeys[0])
+				if mode == "branch" {
+					kv = f.cms.CacheMultiStore().GetKVStore(f.skeys[0])
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					it := kv.Iterator(f.keys[r.Intn(len(f.keys))], nil)
+					for n := 0; n < 5 && it.Valid(); n++ {
+						_, _ = it.Key(), it.Value()
+						it.Next()
+					}
+					if err := it.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkHistoricalGet reads a recent committed version through
 // CacheMultiStoreWithVersion, as gRPC queries do.
 func BenchmarkHistoricalGet(b *testing.B) {
