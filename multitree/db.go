@@ -1963,7 +1963,8 @@ func (db *DB) rollback(current, v int64) error {
 
 // Close stops and joins the background work, flushes the log and releases
 // the snapshots and the lock. Views still held keep their snapshots mapped
-// until released. Close also returns the failure of a background job (a
+// until released, and open iterators of the working trees until closed
+// (see WorkingTree). Close also returns the failure of a background job (a
 // rewrite or the pruning after one) that no Commit has reported; the
 // database is closed all the same. A later or concurrent Close returns
 // nil once the first has finished.
