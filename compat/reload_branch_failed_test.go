@@ -1,7 +1,6 @@
 package compat_test
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
 )
@@ -77,14 +76,9 @@ func TestIteratorDuringFailedReloadOutlivesLoad(t *testing.T) {
 	if err := p.ours.LoadLatestVersion(); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	if res := outcome(func() any {
-		for ; it.Valid(); it.Next() {
-			got = append(got, fmt.Sprintf("%s=%s", it.Key(), it.Value()))
-		}
-		return nil
-	}); res != "<nil>" {
-		t.Fatalf("reading the iterator after the next load: %s", res)
+	got, failed := readToEnd(it)
+	if failed != "" {
+		t.Fatalf("reading the iterator after the next load: %s", failed)
 	}
 	if len(got) != 12 || got[0] != "k01=v1" || got[11] != "k12=v12" {
 		t.Fatalf("read %v after the next load; want k01=v1 ... k12=v12", got)

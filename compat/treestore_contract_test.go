@@ -237,14 +237,9 @@ func rkIteratorChild(t *testing.T) {
 	its[0].Close()
 	its[1].Close()
 	// it2 reads on from k001 to the end
-	var rest []string
-	if got := outcome(func() any {
-		for ; it2.Valid(); it2.Next() {
-			rest = append(rest, fmt.Sprintf("%s=%s", it2.Key(), it2.Value()))
-		}
-		return nil
-	}); got != "<nil>" {
-		t.Fatalf("reading an open iterator to its end after Close: %s", got)
+	rest, failed := readToEnd(it2)
+	if failed != "" {
+		t.Fatalf("reading an open iterator to its end after Close: %s", failed)
 	}
 	if len(rest) != 99 || rest[0] != "k001=v1" || rest[98] != "k099=v99" {
 		t.Errorf("an open iterator after Close read %d pairs (%v ... %v); want k001=v1 ... k099=v99", len(rest), rest[:min(2, len(rest))], rest[max(0, len(rest)-2):])
@@ -323,16 +318,26 @@ func TestTreeStoreIteratorValidPastSwitch(t *testing.T) {
 		ms.Commit()
 		ms.Commit()
 	}
-	var got []string
-	if res := outcome(func() any {
-		for ; it.Valid(); it.Next() {
-			got = append(got, fmt.Sprintf("%s=%s", it.Key(), it.Value()))
-		}
-		return nil
-	}); res != "<nil>" {
-		t.Fatalf("reading the iterator after the switches: %s", res)
+	got, failed := readToEnd(it)
+	if failed != "" {
+		t.Fatalf("reading the iterator after the switches: %s", failed)
 	}
 	if len(got) != 101 || got[0] != "k000=v" || got[99] != "k099=v" || got[100] != "k999=v0" {
 		t.Fatalf("read %d pairs after the switches (%v ... %v); want k000=v ... k099=v, k999=v0", len(got), got[:min(2, len(got))], got[max(0, len(got)-2):])
 	}
+}
+
+// readToEnd reads it to its end as "key=value" pairs; failed is the panic
+// that stopped it, "" if none did.
+func readToEnd(it types.Iterator) (pairs []string, failed string) {
+	res := outcome(func() any {
+		for ; it.Valid(); it.Next() {
+			pairs = append(pairs, fmt.Sprintf("%s=%s", it.Key(), it.Value()))
+		}
+		return nil
+	})
+	if res != "<nil>" {
+		failed = res
+	}
+	return pairs, failed
 }
