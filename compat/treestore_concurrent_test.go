@@ -48,13 +48,21 @@ func TestTreeStoreReadsBesideBlockWrites(t *testing.T) {
 					long.Close()
 				}
 			}()
+			report := func(msg string) {
+				if msg != "ok" {
+					select {
+					case errs <- msg:
+					default:
+					}
+				}
+			}
 			for !stop.Load() {
 				msg := outcome(func() any {
-					if n := committed.Load(); n == stepped {
+					n := committed.Load()
+					if n == stepped {
 						return "ok"
-					} else {
-						stepped = n
 					}
+					stepped = n
 					if long == nil {
 						branch := p.ours.CacheMultiStore()
 						long, last = branch.GetKVStore(p.keys[stores[r.Intn(len(stores))]]).Iterator(nil, nil), ""
@@ -73,12 +81,7 @@ func TestTreeStoreReadsBesideBlockWrites(t *testing.T) {
 					long.Next()
 					return "ok"
 				})
-				if msg != "ok" {
-					select {
-					case errs <- msg:
-					default:
-					}
-				}
+				report(msg)
 				msg = outcome(func() any {
 					branch := p.ours.CacheMultiStore() // as the check state's
 					kv := branch.GetKVStore(p.keys[stores[r.Intn(len(stores))]])
@@ -99,12 +102,7 @@ func TestTreeStoreReadsBesideBlockWrites(t *testing.T) {
 					return "ok"
 				})
 				reads.Add(1)
-				if msg != "ok" {
-					select {
-					case errs <- msg:
-					default:
-					}
-				}
+				report(msg)
 			}
 		}(int64(g))
 	}

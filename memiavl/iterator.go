@@ -71,9 +71,7 @@ type Releaser interface{ Release() }
 // the release instead of leaking it. At most one resource is held; holding
 // another releases the first.
 func (it *Iterator) Hold(r Releaser) {
-	if it.held != nil {
-		it.releaseHeld()
-	}
+	it.releaseHeld()
 	it.held = r
 	if r != nil {
 		runtime.SetFinalizer(it, (*Iterator).releaseHeld)

@@ -167,8 +167,8 @@ func (p *proofPair) someKey(r *rand.Rand, gen *testutil.KeyGen) []byte {
 
 // TestProofsAgainstIAVL: proofs of random trees equal iavl's byte for
 // byte and verify as iavl's do, also at versions from 2^55 and 2^62 on,
-// where ICS23 verifies few of either's. (Versions near math.MaxInt64 have no oracle: iavl's
-// SaveVersion searches its versions from 1 up to there.)
+// where ICS23 verifies few of either's. (Versions near math.MaxInt64 have
+// no oracle: iavl's SaveVersion searches its versions from 1 up to there.)
 func TestProofsAgainstIAVL(t *testing.T) {
 	for _, initial := range []int64{0, 50, 1 << 55, 1 << 62} {
 		t.Run(fmt.Sprintf("initial=%d", initial), func(t *testing.T) {
