@@ -264,7 +264,10 @@ func (s *MultiStore) GetStoreType() types.StoreType { return types.StoreTypeMult
 // MountStoreWithDB implements types.CommitMultiStore for IAVL, transient and
 // memory stores; db is ignored (every IAVL store lives in the database
 // directory). It panics on a nil key or a duplicate key or name, as
-// rootmulti does; an unsupported type fails the next load.
+// rootmulti does; an unsupported type fails the next load. The name of a
+// store unmounted by the Commit after an upgrade removed it is free again
+// (as in rootmulti, which forgets it at that Commit), although its key stays
+// in StoreKeysByName until the next load or mount of that name.
 func (s *MultiStore) MountStoreWithDB(key types.StoreKey, typ types.StoreType, _ dbm.DB) {
 	if key == nil {
 		panic("MountIAVLStore() key cannot be nil")
@@ -272,11 +275,23 @@ func (s *MultiStore) MountStoreWithDB(key types.StoreKey, typ types.StoreType, _
 	if _, ok := s.storeTypes[key]; ok {
 		panic(fmt.Sprintf("store duplicate store key %v", key))
 	}
-	if _, ok := s.keysByName[key.Name()]; ok {
+	if old, ok := s.keysByName[key.Name()]; ok && !s.unretire(old) {
 		panic(fmt.Sprintf("store duplicate store key name %v", key))
 	}
 	s.storeTypes[key] = typ
 	s.keysByName[key.Name()] = key
+}
+
+// unretire reports whether key is one a Commit unmounted (see
+// unmountDropped), and forgets it as such, so that the next load does not
+// remove the name that is mounted again.
+func (s *MultiStore) unretire(key types.StoreKey) bool {
+	i := slices.Index(s.retired, key)
+	if i < 0 {
+		return false
+	}
+	s.retired = slices.Delete(s.retired, i, i+1)
+	return true
 }
 
 // GetCommitStore implements types.CommitMultiStore.
