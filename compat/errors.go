@@ -31,12 +31,16 @@ var (
 
 	// ErrSnapshotStream wraps every rejection of a state-sync snapshot stream by
 	// RestoreDB: a message that is not a snapshot item, an item of an unknown
-	// kind or out of place, or nodes that do not form the stores' trees.
+	// kind or out of place, or nodes that do not form the stores' trees. A
+	// restore that fails to write what it read (a full disk, an I/O error) or
+	// is stopped with its context fails with an error that does not wrap it.
 	ErrSnapshotStream = errors.New("compat: invalid state-sync snapshot stream")
 
 	// ErrMigrate wraps every refusal of a migration: a source that is corrupt,
 	// inconsistent with its own records, or holds something the database cannot
-	// reproduce with the same app hash.
+	// reproduce with the same app hash. It also wraps a migration that fails
+	// to write the new database (with the cause: errors.Is finds
+	// syscall.ENOSPC for a full disk).
 	ErrMigrate = errors.New("compat: migration failed")
 )
 

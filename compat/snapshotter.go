@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
 // SnapshotDB writes the state of db at height to protoWriter as the SDK's
@@ -206,7 +207,7 @@ func restoreStream(im *multitree.Importer, r protoio.Reader, only map[string]str
 			return nil
 		}
 		if err := cur.Commit(); err != nil {
-			return fmt.Errorf("%w: store %q: %w", ErrSnapshotStream, curName, err)
+			return fmt.Errorf("%w: store %q: %w", importFault(err), curName, err)
 		}
 		cur = nil
 		return nil
@@ -240,7 +241,7 @@ func restoreStream(im *multitree.Importer, r protoio.Reader, only map[string]str
 			}
 			cur, err = im.AddStore(name)
 			if err != nil {
-				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
+				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: %w", importFault(err), items, err)
 			}
 			curName = name
 			stores[name] = struct{}{}
@@ -264,7 +265,7 @@ func restoreStream(im *multitree.Importer, r protoio.Reader, only map[string]str
 				node.Value = []byte{}
 			}
 			if err := cur.Add(&node); err != nil {
-				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: store %q: %w", ErrSnapshotStream, items, curName, err)
+				return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: store %q: %w", importFault(err), items, curName, err)
 			}
 		case *snapshottypes.SnapshotItem_Extension:
 			if err := finish(); err != nil {
@@ -275,4 +276,24 @@ func restoreStream(im *multitree.Importer, r protoio.Reader, only map[string]str
 			return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: unknown or misplaced item %T", ErrSnapshotStream, items, item.Item)
 		}
 	}
+}
+
+// errRestoreWrite labels a failure of a restore that is not the stream's
+// fault: the database could not write what it read (a full disk, an I/O
+// error).
+var errRestoreWrite = errors.New("compat: state-sync restore failed")
+
+// importFault returns the label of an error of the importers: ErrSnapshotStream
+// when the stream's content was refused (a store name, or nodes that do not
+// form a tree), errRestoreWrite otherwise.
+func importFault(err error) error {
+	for _, target := range []error{
+		memiavl.ErrImport, snapshot.ErrInvalidNode, snapshot.ErrKeyOrder, snapshot.ErrTreeShape,
+		multitree.ErrStoreExists, multitree.ErrUnknownStore, multitree.ErrInvalidOptions,
+	} {
+		if errors.Is(err, target) {
+			return ErrSnapshotStream
+		}
+	}
+	return errRestoreWrite
 }
