@@ -82,10 +82,12 @@ type walStoreJSON struct {
 	Pairs   []walPairJSON `json:"pairs,omitempty"`
 }
 
+// walPairJSON is one pair of a change set: a set has a value (the empty
+// string for an empty value), a delete has "delete": true and no value.
 type walPairJSON struct {
-	Delete bool   `json:"delete,omitempty"`
-	Key    string `json:"key"`
-	Value  string `json:"value,omitempty"`
+	Delete bool    `json:"delete,omitempty"`
+	Key    string  `json:"key"`
+	Value  *string `json:"value,omitempty"`
 }
 
 type walEntryJSON struct {
@@ -314,7 +316,8 @@ func writeWALEntryJSON(w io.Writer, e wal.Entry, pairs bool) error {
 			for _, p := range cs.Pairs {
 				jp := walPairJSON{Delete: p.Delete, Key: hex.EncodeToString(p.Key)}
 				if !p.Delete {
-					jp.Value = hex.EncodeToString(p.Value)
+					v := hex.EncodeToString(p.Value)
+					jp.Value = &v
 				}
 				s.Pairs = append(s.Pairs, jp)
 			}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
+)
+
+// TestWALDumpJSONPairs: in `wal dump --json --pairs`, a set carries its
+// value even when it is empty, and a delete carries "delete" and no value.
+func TestWALDumpJSONPairs(t *testing.T) {
+	dir := makeEmptyDB(t)
+	db, err := multitree.Open(dir, multitree.Options{SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.ApplyChangeSets([]wal.ChangeSet{{Name: "bank", Pairs: []wal.KVPair{
+		{Key: []byte("d"), Delete: true},
+		{Key: []byte("e"), Value: []byte{}},
+		{Key: []byte("k"), Value: []byte("v")},
+	}}})
+	if err == nil {
+		_, err = db.Commit()
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := mustCLI(t, "wal", "dump", "--json", "--pairs", dir)
+	want := `"pairs":[{"delete":true,"key":"64"},{"key":"65","value":""},{"key":"6b","value":"76"}]`
+	if !strings.Contains(out, want) {
+		t.Errorf("wal dump --json --pairs:\n%s\nwant it to hold %s", out, want)
+	}
+}
