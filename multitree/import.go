@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -97,6 +98,8 @@ func (o ImportOptions) validate(version int64) error {
 	switch {
 	case version < 0:
 		return bad("negative import version %d", version)
+	case version == math.MaxInt64:
+		return bad("import version %d leaves no version to commit after it", version)
 	case o.InitialVersion < 0:
 		return bad("negative InitialVersion %d", o.InitialVersion)
 	case o.Concurrency < 0:
@@ -125,7 +128,8 @@ func (o ImportOptions) validate(version int64) error {
 // snapshot at version holding the imported trees, its metadata, the current
 // pointer and an empty log: Open then continues from version, and the next
 // commit is version+1. It returns the commit info of version, whose Hash()
-// is the app hash.
+// is the app hash. A negative version, or math.MaxInt64 (after which no
+// version could be committed), is refused with ErrInvalidOptions.
 //
 // dir must not hold a database (see ImportOptions.Replace); what an
 // interrupted import left in it (snapshot directories, log segments, the

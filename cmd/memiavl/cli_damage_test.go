@@ -178,6 +178,8 @@ func TestCLIBadArgs(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "afile")
 	os.WriteFile(file, []byte("x"), 0o644)
 	empty := t.TempDir()
+	stream := filepath.Join(t.TempDir(), "stream.bin")
+	mustCLI(t, "export", dir, stream)
 	before := testutil.DirDigest(t, dir)
 	for _, c := range []struct {
 		args []string
@@ -208,6 +210,7 @@ func TestCLIBadArgs(t *testing.T) {
 		{[]string{"import", "--height", "5", filepath.Join(empty, "nofile"), filepath.Join(empty, "o")}, exitFailure},
 		{[]string{"import", "--height", "5", file, filepath.Join(empty, "o")}, exitFailure},
 		{[]string{"import", "--height", "5", empty, filepath.Join(empty, "o")}, exitFailure},
+		{[]string{"import", "--height", "9223372036854775807", stream, filepath.Join(empty, "o")}, exitUsage},
 		{[]string{"import-iavl", file, filepath.Join(empty, "o")}, exitFailure},
 		{[]string{"import-iavl", "--height", "-1", empty, filepath.Join(empty, "o")}, exitUsage},
 		{[]string{"import-memiavl", empty, filepath.Join(filepath.Dir(empty), "o-memiavl")}, exitFailure},
