@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"compress/zlib"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/testutil"
@@ -138,5 +141,24 @@ func TestEndChecked(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || err.Error() != c.want) {
 			t.Fatalf("%s: error %v, want %q", name, err, c.want)
 		}
+	}
+}
+
+// TestInterruptedImportWording: an import error is reported as an
+// interruption only when it is the signal's (it wraps the context's error),
+// not when the import had failed for another reason before the signal.
+func TestInterruptedImportWording(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	other := errors.New("invalid stream")
+	if err := interruptedImport(ctx, "d", other); err != other {
+		t.Errorf("no signal: %v", err)
+	}
+	cancel()
+	if err := interruptedImport(ctx, "d", other); err != other {
+		t.Errorf("a failure before the signal: %v, want it unchanged", err)
+	}
+	stopped := fmt.Errorf("reading: %w", context.Canceled)
+	if err := interruptedImport(ctx, "d", stopped); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "interrupted; nothing was imported into d") {
+		t.Errorf("stopped by the signal: %v", err)
 	}
 }

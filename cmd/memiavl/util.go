@@ -42,9 +42,11 @@ func interruptible(ctx context.Context) (_ context.Context, stop context.CancelF
 }
 
 // interruptedImport is the error of an import that a signal stopped: what
-// a failed import leaves, which each command's help tells.
+// a failed import leaves, which each command's help tells. An import that
+// failed for another reason before the signal stopped it (its error does
+// not wrap the context's) keeps its own error.
 func interruptedImport(ctx context.Context, dir string, err error) error {
-	if err == nil || ctx.Err() == nil {
+	if err == nil || ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
 		return err
 	}
 	return fmt.Errorf("interrupted; nothing was imported into %s (rerun the command to import): %w", dir, err)
