@@ -35,6 +35,9 @@ func (o Options) validate() error {
 //
 // Keys and values passed to Set are retained by the tree and must not be
 // modified by the caller afterwards.
+//
+// Make a tree with New or NewFromSnapshot (or get one from a database); the
+// zero Tree is not usable.
 type Tree struct {
 	pers    persisted // the snapshot under this tree; zero when none
 	root    ref       // working root
