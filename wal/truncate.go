@@ -17,13 +17,14 @@ import (
 func (l *Log) TruncateFront(version int64) error {
 	l.truncMu.Lock()
 	defer l.truncMu.Unlock()
-	if l.opts.ReadOnly {
-		return ErrReadOnly
-	}
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
 		return ErrClosed
+	}
+	if l.opts.ReadOnly {
+		l.mu.Unlock()
+		return ErrReadOnly
 	}
 	var drop []segment
 	segs := l.mu.segments
