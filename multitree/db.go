@@ -561,6 +561,13 @@ func open(dir string, opts Options) (_ *DB, err error) {
 		target = opts.TargetVersion
 	}
 	if err := db.replay(db.mu.trees, base, target); err != nil {
+		if opts.ReadOnly {
+			// a writer's prune beside removed the snapshot read and
+			// the log after it: a read to start again, not damage
+			if kerr := checkBaseKept(dir, base); kerr != nil {
+				return nil, fmt.Errorf("%w (the replay failed: %v)", kerr, err)
+			}
+		}
 		return nil, err
 	}
 	if target > base {
