@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"path/filepath"
 	"sync"
@@ -294,6 +295,16 @@ func (l *Log) load() (err error) {
 		// writer of either kind may have written it)
 		strict := s.flags == flagStrictAppends
 		end, lastV, err := scanSegment(f, s.path, s.base, s.size, tail, !tail, strict, l.opts.Discarding)
+		for retry := 0; ro && tail && errors.Is(err, io.ErrUnexpectedEOF) && retry < 3; retry++ {
+			// A writer opening beside cut the torn tail off this
+			// segment after its size was taken: scan what is left.
+			size, serr := f.Size()
+			if serr != nil || size >= s.size || size < segmentHeaderSize {
+				break // not shrunk: the short read is the error
+			}
+			s.size = size
+			end, lastV, err = scanSegment(f, s.path, s.base, s.size, tail, !tail, strict, l.opts.Discarding)
+		}
 		if err != nil {
 			f.Close()
 			return err
