@@ -4,26 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 )
-
-// waitPruneIdle waits until the writer's prunes are idle.
-func waitPruneIdle(t *testing.T, db *DB) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		db.mu.Lock()
-		busy := db.mu.pruning
-		db.mu.Unlock()
-		if !busy {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("prune never ended")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // TestReadOnlyGivesUpBusyBesidePrunes: a read-only open (and Verify, which
 // opens the same way) beside a writer that, under every attempt, switches
@@ -59,9 +40,9 @@ func TestReadOnlyGivesUpBusyBesidePrunes(t *testing.T) {
 				if err := db.RewriteSnapshot(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				waitPruneIdle(t, db)
+				waitForPrune(t, db)
 				commitN(t, db, 1, 1) // its entry starts a segment; the prune removes the older ones
-				waitPruneIdle(t, db)
+				waitForPrune(t, db)
 			}
 			defer func() { beforeOpenLog = nil }()
 			err := read(dir)
