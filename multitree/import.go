@@ -60,6 +60,14 @@ type ImportOptions struct {
 	// writable Open of dir or import into it. dir is replaced as a whole,
 	// files other than the database's included. The existing database
 	// must not be open.
+	//
+	// When dir is a mount point (a file system other than its parent's),
+	// no directory beside it can be renamed over it: a database there at
+	// version 0 is removed and the import written in place, as into a
+	// directory without a database (an interruption leaves what a failed
+	// import leaves, which the next import or writer Open with
+	// CreateIfMissing clears; entries other than the database's stay),
+	// and one at a committed version is refused with ErrExists.
 	Replace bool
 	// Check, when set, is called with the commit info of the imported
 	// version once every tree is written, before the database is made
@@ -332,9 +340,32 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 		if im.existLock, err = lockDir(dir); err != nil {
 			return nil, err
 		}
-		if err := checkReplaceable(dir, version); err != nil {
+		v, err := checkReplaceable(dir, version)
+		if err != nil {
 			return nil, err
 		}
+		if mounted, err := mountPoint(dir); err != nil {
+			return nil, err
+		} else if mounted {
+			// A directory beside dir is on another file system, which
+			// the swap's renames cannot cross: a database without a
+			// committed version is removed and the import made in
+			// place (what an interruption leaves, the next import or
+			// writer Open with CreateIfMissing clears); one with a
+			// committed version is not removed before the import is
+			// complete, so it cannot be replaced.
+			if v != 0 {
+				return nil, fmt.Errorf("%w: %s is a mount point and its database is at version %d: an import replaces a database on a mount point only at version 0 (remove it first with RemoveDatabase)", ErrExists, dir, v)
+			}
+			if err := giveUp(dir); err != nil {
+				return nil, err
+			}
+			_ = unlockDir(im.existLock)
+			im.existLock = nil
+			exists = false
+		}
+	}
+	if exists {
 		// an earlier import's, or the database an exchange replaced:
 		// removed under the lock on dir, which another import replacing
 		// dir would hold
@@ -456,22 +487,36 @@ func hasDatabase(dir string) (bool, error) {
 }
 
 // checkReplaceable accepts the database in dir for replacement by an import
-// at version when its latest version is 0 or version. The caller holds the
-// writer's lock.
-func checkReplaceable(dir string, version int64) error {
+// at version when its latest version is 0 or version, and returns that
+// version. The caller holds the writer's lock.
+func checkReplaceable(dir string, version int64) (int64, error) {
 	db, err := Open(dir, Options{ReadOnly: true})
 	if err != nil {
-		return fmt.Errorf("%w: %s cannot be opened to check its version: %w", ErrExists, dir, err)
+		return 0, fmt.Errorf("%w: %s cannot be opened to check its version: %w", ErrExists, dir, err)
 	}
 	v := db.Version()
 	if err := db.Close(); err != nil {
-		return err
+		return 0, err
 	}
 	if v != 0 && v != version {
-		return fmt.Errorf("%w: %s is at version %d; an import at version %d replaces only a database at version 0 or %d",
+		return 0, fmt.Errorf("%w: %s is at version %d; an import at version %d replaces only a database at version 0 or %d",
 			ErrExists, dir, v, version, version)
 	}
-	return nil
+	return v, nil
+}
+
+// mountPoint reports whether dir is the root of a file system mounted on
+// another one than its parent's.
+func mountPoint(dir string) (bool, error) {
+	var d, p unix.Stat_t
+	if err := unix.Stat(dir, &d); err != nil {
+		return false, &fs.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	parent := filepath.Dir(dir)
+	if err := unix.Stat(parent, &p); err != nil {
+		return false, &fs.PathError{Op: "stat", Path: parent, Err: err}
+	}
+	return d.Dev != p.Dev, nil
 }
 
 // removeImportLeftovers removes what an interrupted import may have left in
