@@ -25,6 +25,7 @@ import (
 
 	"github.com/ledgerwatch/erigon-lib/mmap"
 
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/internal/nodehash"
 	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 	"github.com/seed-6dfbb450/memiavl/internal/prefetch"
@@ -631,7 +632,9 @@ func (s *Snapshot) narrow(p uint64, lo, hi uint64) (uint64, uint64) {
 		lo = max(lo, (j-1)*IndexStride)
 	}
 	if k < bHi {
-		hi = min(hi, k*IndexStride)
+		// (not below lo: only a damaged entry puts k*IndexStride there,
+		// which Search then finds out)
+		hi = max(lo, min(hi, k*IndexStride))
 	}
 	return lo, hi
 }
@@ -647,9 +650,11 @@ func (s *Snapshot) Search(key []byte, lo, hi uint64) (idx uint64, found bool, er
 		return 0, false, s.searchRangeError(lo, hi)
 	}
 	p := keyPrefix(key)
+	lo0, hi0 := lo, hi
 	if hi-lo > 2*IndexStride {
 		lo, hi = s.narrow(p, lo, hi)
 	}
+	nlo, nhi := lo, hi
 	var eq uint64 // index of the last leaf seen equal to key
 	sawEq := false
 	for lo < hi {
@@ -677,7 +682,51 @@ func (s *Snapshot) Search(key []byte, lo, hi uint64) (idx uint64, found bool, er
 			hi = mid
 		}
 	}
+	// The search compared the leaves on both sides of the result, but
+	// for a result at an end of the range the index narrowed it to: the
+	// leaf beyond that end, which a damaged index entry may have cut
+	// off, is compared too (rarely: the result is seldom at an end).
+	if lo == nlo && nlo > lo0 {
+		if c, err := s.compareLeaf(nlo-1, key, p); err != nil {
+			return 0, false, err
+		} else if c >= 0 {
+			return 0, false, s.indexFileError(nlo, "narrowed a search for %s to leaves [%d, %d), but leaf %d is not below it", hexkey.Lower(key), nlo, nhi, nlo-1)
+		}
+	}
+	if lo == nhi && nhi < hi0 {
+		if c, err := s.compareLeaf(nhi, key, p); err != nil {
+			return 0, false, err
+		} else if c < 0 {
+			return 0, false, s.indexFileError(nhi, "narrowed a search for %s to leaves [%d, %d), but leaf %d is below it", hexkey.Lower(key), nlo, nhi, nhi)
+		} else if c == 0 {
+			eq, sawEq = nhi, true
+		}
+	}
 	return lo, sawEq && eq == lo, nil
+}
+
+// compareLeaf compares the key of leaf i with key, whose prefix is p.
+func (s *Snapshot) compareLeaf(i uint64, key []byte, p uint64) (int, error) {
+	switch mp := binary.BigEndian.Uint64(s.leaves[i*RecordSize+leafOffPrefix:]); {
+	case mp < p:
+		return -1, nil
+	case mp > p:
+		return 1, nil
+	}
+	k, err := s.LeafKey(i)
+	if err != nil {
+		return 0, err
+	}
+	return bytes.Compare(k, key), nil
+}
+
+// indexFileError reports damage of the index file's entries around leaf
+// i's.
+//
+//go:noinline
+func (s *Snapshot) indexFileError(i uint64, format string, args ...any) error {
+	b := min(i/IndexStride, uint64(len(s.index))/IndexEntrySize)
+	return corruptAt(s.path(metaFileIndexIndex), b*IndexEntrySize, "%s", fmt.Sprintf(format, args...))
 }
 
 //go:noinline
