@@ -798,12 +798,15 @@ func (db *DB) replay(trees map[string]*memiavl.Tree, from, to int64) error {
 	return err
 }
 
-// detachValues gives every set of e its own copy of its key and value (one
-// allocation for both). A replayed entry's bytes alias the buffer of its
-// whole log record, so a tree that kept them would keep every record that
-// still has one live value: after a reopen, the heap would hold the log
-// since the snapshot, overwritten values and all, instead of the live
-// values a running database holds. Deletes keep nothing.
+// detachValues gives every set of e its own copies of its key and value. A
+// replayed entry's bytes alias the buffer of its whole log record, so a
+// tree that kept them would keep every record that still has one live
+// value: after a reopen, the heap would hold the log since the snapshot,
+// overwritten values and all, instead of the live values a running
+// database holds. Key and value are copied apart: a key set again later
+// keeps its first key (in its leaf, updated in place during the replay,
+// and in the inner nodes made when it was inserted), which must not keep
+// its first value. Deletes keep nothing.
 func detachValues(e wal.Entry) {
 	for _, cs := range e.ChangeSets {
 		for i := range cs.Pairs {
@@ -811,10 +814,8 @@ func detachValues(e wal.Entry) {
 			if p.Delete {
 				continue
 			}
-			b := make([]byte, len(p.Key)+len(p.Value))
-			n := copy(b, p.Key)
-			copy(b[n:], p.Value)
-			p.Key, p.Value = b[:n:n], b[n:]
+			// (never nil, as the decoded empty ones are not)
+			p.Key, p.Value = append([]byte{}, p.Key...), append([]byte{}, p.Value...)
 		}
 	}
 }
