@@ -977,7 +977,7 @@ func upgradeOrigins(origins map[string]string, u wal.Upgrades) (map[string]strin
 // failed; the trees are then left part applied, which a replay abandons.
 func applyChangeSets(trees map[string]*memiavl.Tree, css []wal.ChangeSet) error {
 	var first *storeTask
-	for _, tk := range applyByStore(trees, css, replayParallelPairs, false) {
+	for _, tk := range applyByStore(trees, css, replayParallelPairs, false, false) {
 		if tk.err != nil && (first == nil || tk.css[tk.done] < first.css[first.done]) {
 			first = tk
 		}
@@ -995,6 +995,10 @@ type storeTask struct {
 	pairs int
 	done  int   // change sets applied
 	err   error // of change set css[done]
+	// rewrites are the sets that rewrote a leaf an earlier set of the
+	// working version wrote (memiavl.Tree.WorkingLeafRewritten), when
+	// tracked: cs indexes into the batch
+	rewrites []pairRef
 }
 
 // applyByStore applies css to trees. The stores' trees are independent:
@@ -1004,7 +1008,7 @@ type storeTask struct {
 // With hash set, a task then hashes its tree if it applied at least
 // hashAfterApplyPairs pairs; a corrupt snapshot is left for the caller's
 // SaveVersion to report. It returns the tasks, largest first.
-func applyByStore(trees map[string]*memiavl.Tree, css []wal.ChangeSet, minPairs int, hash bool) []*storeTask {
+func applyByStore(trees map[string]*memiavl.Tree, css []wal.ChangeSet, minPairs int, hash, track bool) []*storeTask {
 	byStore := make(map[string]*storeTask, len(css))
 	var tasks []*storeTask
 	for i, cs := range css {
@@ -1025,7 +1029,11 @@ func applyByStore(trees map[string]*memiavl.Tree, css []wal.ChangeSet, minPairs 
 	parallel(len(tasks), workers, func(i int) {
 		tk := tasks[i]
 		for _, j := range tk.css {
-			if tk.err = applyChangeSet(trees, css[j]); tk.err != nil {
+			var rewrote func(k int)
+			if track {
+				rewrote = func(k int) { tk.rewrites = append(tk.rewrites, pairRef{j, k}) }
+			}
+			if tk.err = applyChangeSet(trees, css[j], rewrote); tk.err != nil {
 				return
 			}
 			tk.done++
@@ -1041,14 +1049,20 @@ func applyByStore(trees map[string]*memiavl.Tree, css []wal.ChangeSet, minPairs 
 // replayed version needs for the stores to be applied in parallel.
 const replayParallelPairs = 64
 
-func applyChangeSet(trees map[string]*memiavl.Tree, cs wal.ChangeSet) error {
+// applyChangeSet applies cs to its tree; a non-nil rewrote is called with
+// the index of each set that rewrote a leaf an earlier set of the working
+// version wrote.
+func applyChangeSet(trees map[string]*memiavl.Tree, cs wal.ChangeSet, rewrote func(k int)) error {
 	t, ok := trees[cs.Name]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, cs.Name)
 	}
-	for _, p := range cs.Pairs {
+	for k, p := range cs.Pairs {
 		if err := applyPair(t, cs.Name, p); err != nil {
 			return err
+		}
+		if rewrote != nil && !p.Delete && t.WorkingLeafRewritten() {
+			rewrote(k)
 		}
 	}
 	return nil
@@ -1313,7 +1327,9 @@ func (db *DB) ApplyUpgrades(u wal.Upgrades) (err error) {
 // stores apply in parallel (a store named several times applies its change
 // sets in order), and a store with many changes is hashed right after
 // them, so Commit has less left to hash; all of it ends before the call
-// returns.
+// returns. As with Set, a set of a key already set in the working version
+// (and not deleted since) gives the logged set its value instead of being
+// logged again, so the version's log entry holds one value per key.
 func (db *DB) ApplyChangeSets(css []wal.ChangeSet) (err error) {
 	defer func() { err = asCorrupt(err) }()
 	db.mu.Lock()
@@ -1346,13 +1362,20 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) (err error) {
 	}
 	// No task is running when the call returns, so no other method ever
 	// sees one in progress.
-	tasks := applyByStore(db.mu.trees, css, 0, true)
+	tasks := applyByStore(db.mu.trees, css, 0, true, true)
 	// record what was applied, in the given order
 	applied := make(map[int]bool, len(css))
+	var rewrites map[pairRef]bool
 	var first error
 	for _, tk := range tasks {
 		for _, i := range tk.css[:tk.done] {
 			applied[i] = true
+		}
+		for _, r := range tk.rewrites {
+			if rewrites == nil {
+				rewrites = map[pairRef]bool{}
+			}
+			rewrites[r] = true
 		}
 		if tk.err != nil && (first == nil) {
 			first = tk.err
@@ -1362,9 +1385,29 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) (err error) {
 		}
 	}
 	for i, cs := range css {
-		if applied[i] {
-			db.addPendingLocked(cs.Name, cs.Pairs...)
+		if !applied[i] {
+			continue
 		}
+		if rewrites == nil {
+			db.addPendingLocked(cs.Name, cs.Pairs...)
+			continue
+		}
+		// a set that rewrote a leaf of the working version gives the
+		// pending set of its key its value, as Set does, instead of
+		// being logged too (the pairs before it are logged first: the
+		// set it rewrote may be one of them)
+		start := 0
+		for k, p := range cs.Pairs {
+			if !rewrites[pairRef{i, k}] {
+				continue
+			}
+			db.addPendingLocked(cs.Name, cs.Pairs[start:k]...)
+			if !db.coalescePendingLocked(cs.Name, p) {
+				db.addPendingLocked(cs.Name, p)
+			}
+			start = k + 1
+		}
+		db.addPendingLocked(cs.Name, cs.Pairs[start:]...)
 	}
 	return first
 }

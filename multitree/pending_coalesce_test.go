@@ -18,14 +18,14 @@ func closeOK(t *testing.T, db *DB) {
 }
 
 // TestPendingCoalescesRewrittenKeys: a key set again and again in one
-// version through Set (a counter updated by every transaction) is logged
-// once, with its last value, wherever the repeats fall among other keys'
-// writes, deletes and other stores' writes; a key deleted in between is
-// logged as written (set, delete, set). The app hashes equal those of a
-// database given the same writes uncoalesced (ApplyChangeSets logs pairs as
-// given), every version, and after a reopen that replays the log; the
-// versions re-committed after a reopen at an older version with the
-// coalesced writes are accepted as the logged ones.
+// version through Set (a counter updated by every transaction), or through
+// ApplyChangeSets (in calls of 1 to 8 pairs), is logged once, with its last value,
+// wherever the repeats fall among other keys' writes, deletes and other
+// stores' writes; a key deleted in between is logged as written (set,
+// delete, set). The app hashes of the two databases are equal every
+// version, and after a reopen that replays the log; the versions
+// re-committed after a reopen at an older version with the coalesced
+// writes are accepted as the logged ones.
 func TestPendingCoalescesRewrittenKeys(t *testing.T) {
 	r := testutil.Rand(t)
 	stores := []string{"a", "b"}
@@ -59,11 +59,25 @@ func TestPendingCoalescesRewrittenKeys(t *testing.T) {
 	}
 	apply := func(db *DB, ops []op, logged bool) {
 		t.Helper()
+		for logged && len(ops) > 0 {
+			// calls of 1 to 8 pairs, consecutive ones of a store in one
+			// change set: a repeated key within a call and across calls
+			n := min(len(ops), 1+r.Intn(8))
+			var css []wal.ChangeSet
+			for _, o := range ops[:n] {
+				if k := len(css); k == 0 || css[k-1].Name != o.store {
+					css = append(css, wal.ChangeSet{Name: o.store})
+				}
+				css[len(css)-1].Pairs = append(css[len(css)-1].Pairs, o.p)
+			}
+			if err := db.ApplyChangeSets(css); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[n:]
+		}
 		for _, o := range ops {
 			var err error
 			switch {
-			case logged:
-				err = db.ApplyChangeSets([]wal.ChangeSet{{Name: o.store, Pairs: []wal.KVPair{o.p}}})
 			case o.p.Delete:
 				err = db.Delete(o.store, o.p.Key)
 			default:
@@ -98,8 +112,10 @@ func TestPendingCoalescesRewrittenKeys(t *testing.T) {
 	for i, ops := range blocks {
 		apply(viaSet, ops, false)
 		apply(viaApply, ops, true)
-		if got, want := fmt.Sprint(viaSet.mu.pending.ChangeSets), fmt.Sprint(coalesced(ops)); got != want {
-			t.Fatalf("version %d: pending\n%s\nwant\n%s", i+1, got, want)
+		for name, db := range map[string]*DB{"Set": viaSet, "ApplyChangeSets": viaApply} {
+			if got, want := fmt.Sprint(db.mu.pending.ChangeSets), fmt.Sprint(coalesced(ops)); got != want {
+				t.Fatalf("version %d through %s: pending\n%s\nwant\n%s", i+1, name, got, want)
+			}
 		}
 		a, err := viaSet.Commit()
 		if err != nil {
