@@ -145,25 +145,7 @@ func TestWriteSnapshotDamagedIsCorrupt(t *testing.T) {
 		}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "snap")
-			if err := keysTree(t, c.n, "").WriteSnapshot(context.Background(), dir); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(dir, c.file)
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.damage(b)
-			if err := os.WriteFile(path, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			s, err := snapshot.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
+			tr, err := patchedTree(t, c.n, c.file, c.damage)
 			if err != nil {
 				t.Fatal(err)
 			}

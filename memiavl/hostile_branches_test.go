@@ -18,11 +18,18 @@ import (
 // its error.
 func patchedBranchesTree(t *testing.T, n int, patch func(branches []byte)) (*memiavl.Tree, error) {
 	t.Helper()
+	return patchedTree(t, n, snapshot.FileBranches, patch)
+}
+
+// patchedTree is patchedBranchesTree for any file of the snapshot (whose
+// checksum then fails, as Verify would find).
+func patchedTree(t *testing.T, n int, file string, patch func(b []byte)) (*memiavl.Tree, error) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "snap")
 	if err := keysTree(t, n, "").WriteSnapshot(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, snapshot.FileBranches)
+	path := filepath.Join(dir, file)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -2,12 +2,8 @@ package memiavl_test
 
 import (
 	"bytes"
-	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/seed-6dfbb450/memiavl/memiavl"
 	"github.com/seed-6dfbb450/memiavl/snapshot"
 )
 
@@ -17,28 +13,9 @@ import (
 // or skip keys of its range, nor GetWithIndex report a present key absent:
 // each read is right or fails.
 func TestIndexDamageReads(t *testing.T) {
-	const n = 300
-	dir := filepath.Join(t.TempDir(), "snap")
-	if err := keysTree(t, n, "").WriteSnapshot(context.Background(), dir); err != nil {
-		t.Fatal(err)
-	}
 	// index entry 2 is the key prefix of leaf 128 ("key-0012"): make it
 	// sort after every key
-	path := filepath.Join(dir, snapshot.FileIndex)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[2*snapshot.IndexEntrySize] = 0xff
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := snapshot.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
+	tr, err := patchedTree(t, 300, snapshot.FileIndex, func(b []byte) { b[2*snapshot.IndexEntrySize] = 0xff })
 	if err != nil {
 		t.Fatal(err)
 	}
