@@ -860,7 +860,8 @@ func applyEntry(trees map[string]*memiavl.Tree, e wal.Entry, hash bool) error {
 // applyUpgrades adds, renames and deletes stores as the SDK's rootmulti
 // store does for StoreUpgrades: an added store is an empty tree whose first
 // version is v; a renamed store is a new tree of version v into which the old
-// store's pairs are inserted in key order, the old store being removed.
+// store's pairs are inserted in key order, the old store being removed (the
+// checksums of the old store's snapshot files it reads are checked first).
 func applyUpgrades(trees map[string]*memiavl.Tree, u wal.Upgrades, v int64) error {
 	for _, name := range u.Deleted {
 		if _, ok := trees[name]; !ok {
@@ -878,6 +879,16 @@ func applyUpgrades(trees map[string]*memiavl.Tree, u wal.Upgrades, v int64) erro
 		}
 		if err := validateStoreName(r.NewName); err != nil {
 			return err
+		}
+		if s := old.Snapshot(); s != nil {
+			// the new tree has no snapshot under it, so its next
+			// snapshot write checks nothing it copies: damage of the
+			// files read here (before Open's background check has
+			// found it, or without that check) would be written out
+			// with valid checksums
+			if err := s.VerifyChecksums(context.Background(), snapshot.FileLeaves, snapshot.FileKVs); err != nil {
+				return fmt.Errorf("%w: store %q, renamed to %q: %w", ErrCorrupt, r.OldName, r.NewName, err)
+			}
 		}
 		nt, err := memiavl.New(memiavl.Options{InitialVersion: v})
 		if err != nil {
