@@ -1,15 +1,11 @@
 package multitree
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/seed-6dfbb450/memiavl/snapshot"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -38,19 +34,7 @@ func TestRenameRefusesDamagedStore(t *testing.T) {
 	v := db.Version()
 	closeOK(t, db)
 
-	path := filepath.Join(dir, snapshotDirName(v), treeDirName("a"), snapshot.FileKVs)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.Index(b, []byte("value-00007"))
-	if i < 0 {
-		t.Fatal("value-00007 not in the kvs file")
-	}
-	b[i] = 'V'
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	patchStoreKVs(t, dir, v, "a", "value-00007", "Value-00007")
 
 	db, err = Open(dir, Options{OpenCheck: OpenCheckNone, SnapshotInterval: -1})
 	if err != nil {

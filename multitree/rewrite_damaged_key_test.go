@@ -35,19 +35,7 @@ func TestRewriteDamagedKey(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, snapshotDirName(1), treeDirName("bank"), "kvs")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.Index(b, []byte("key-00300"))
-	if i < 0 {
-		t.Fatal("key-00300 not in kvs")
-	}
-	copy(b[i:], "key-00299")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	patchStoreKVs(t, dir, 1, "bank", "key-00300", "key-00299")
 	db, err = Open(dir, Options{SnapshotInterval: -1, OpenCheck: OpenCheckNone})
 	if err != nil {
 		t.Fatal(err)
@@ -65,5 +53,25 @@ func TestRewriteDamagedKey(t *testing.T) {
 	}
 	if verr := db.VerifySnapshot(); !errors.Is(verr, ErrCorrupt) {
 		t.Errorf("VerifySnapshot: %v, want ErrCorrupt", verr)
+	}
+}
+
+// patchStoreKVs overwrites the first occurrence of old in the kvs file of
+// store's snapshot of version v in dir with repl (of old's length), leaving
+// the file's checksum stale.
+func patchStoreKVs(t *testing.T, dir string, v int64, store, old, repl string) {
+	t.Helper()
+	path := filepath.Join(dir, snapshotDirName(v), treeDirName(store), "kvs")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte(old))
+	if i < 0 || len(repl) != len(old) {
+		t.Fatalf("%q not in %s, or %q not of its length", old, path, repl)
+	}
+	copy(b[i:], repl)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
