@@ -660,18 +660,15 @@ func (s *Snapshot) Search(key []byte, lo, hi uint64) (idx uint64, found bool, er
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		mp := binary.BigEndian.Uint64(s.leaves[mid*RecordSize+leafOffPrefix:])
-		var c int
+		c := 1
 		switch {
 		case mp < p:
 			c = -1
-		case mp > p:
-			c = 1
-		default:
-			k, err := s.LeafKey(mid)
-			if err != nil {
+		case mp == p: // (the prefixes decide most comparisons inline)
+			var err error
+			if c, err = s.compareLeaf(mid, key, p); err != nil {
 				return 0, false, err
 			}
-			c = bytes.Compare(k, key)
 		}
 		if c < 0 {
 			lo = mid + 1
