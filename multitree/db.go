@@ -988,7 +988,7 @@ func upgradeOrigins(origins map[string]string, u wal.Upgrades) (map[string]strin
 // failed; the trees are then left part applied, which a replay abandons.
 func applyChangeSets(trees map[string]*memiavl.Tree, css []wal.ChangeSet) error {
 	var first *storeTask
-	for _, tk := range applyByStore(trees, css, replayParallelPairs, false, false) {
+	for _, tk := range applyByStore(trees, css, replayParallelPairs, false) {
 		if tk.err != nil && (first == nil || tk.css[tk.done] < first.css[first.done]) {
 			first = tk
 		}
@@ -1007,8 +1007,8 @@ type storeTask struct {
 	done  int   // change sets applied
 	err   error // of change set css[done]
 	// rewrites are the sets that rewrote a leaf an earlier set of the
-	// working version wrote (memiavl.Tree.WorkingLeafRewritten), when
-	// tracked: cs indexes into the batch
+	// working version wrote (memiavl.Tree.WorkingLeafRewritten), noted
+	// for the working version's changes: cs indexes into the batch
 	rewrites []pairRef
 }
 
@@ -1016,10 +1016,12 @@ type storeTask struct {
 // each store's change sets are applied in order by a task of its own, and
 // the tasks run in parallel, largest first, unless the second largest has
 // fewer than minPairs pairs (its share would not pay for a goroutine).
-// With hash set, a task then hashes its tree if it applied at least
-// hashAfterApplyPairs pairs; a corrupt snapshot is left for the caller's
-// SaveVersion to report. It returns the tasks, largest first.
-func applyByStore(trees map[string]*memiavl.Tree, css []wal.ChangeSet, minPairs int, hash, track bool) []*storeTask {
+// With working set (the working version's changes, not a replay), each
+// task notes its sets that rewrote a working leaf (storeTask.rewrites) and
+// then hashes its tree if it applied at least hashAfterApplyPairs pairs; a
+// corrupt snapshot is left for the caller's SaveVersion to report. It
+// returns the tasks, largest first.
+func applyByStore(trees map[string]*memiavl.Tree, css []wal.ChangeSet, minPairs int, working bool) []*storeTask {
 	byStore := make(map[string]*storeTask, len(css))
 	var tasks []*storeTask
 	for i, cs := range css {
@@ -1041,7 +1043,7 @@ func applyByStore(trees map[string]*memiavl.Tree, css []wal.ChangeSet, minPairs 
 		tk := tasks[i]
 		for _, j := range tk.css {
 			var rewrote func(k int)
-			if track {
+			if working {
 				rewrote = func(k int) { tk.rewrites = append(tk.rewrites, pairRef{j, k}) }
 			}
 			if tk.err = applyChangeSet(trees, css[j], rewrote); tk.err != nil {
@@ -1049,7 +1051,7 @@ func applyByStore(trees map[string]*memiavl.Tree, css []wal.ChangeSet, minPairs 
 			}
 			tk.done++
 		}
-		if hash && tk.pairs >= hashAfterApplyPairs {
+		if working && tk.pairs >= hashAfterApplyPairs {
 			_ = trees[css[tk.css[0]].Name].ComputeHashes()
 		}
 	})
@@ -1373,7 +1375,7 @@ func (db *DB) ApplyChangeSets(css []wal.ChangeSet) (err error) {
 	}
 	// No task is running when the call returns, so no other method ever
 	// sees one in progress.
-	tasks := applyByStore(db.mu.trees, css, 0, true, true)
+	tasks := applyByStore(db.mu.trees, css, 0, true)
 	// record what was applied, in the given order
 	applied := make(map[int]bool, len(css))
 	var rewrites map[pairRef]bool
