@@ -169,8 +169,21 @@ func (db *DB) maybeStartRewriteLocked() {
 
 // installRewrite makes a background rewrite's snapshot of version v, staged
 // as st (nil if its directory was already in place), durable and current.
-func (db *DB) installRewrite(st *stagedSnapshot, v int64) error {
+func (db *DB) installRewrite(st *stagedSnapshot, v int64) (err error) {
 	if st != nil {
+		// A snapshot renamed into place that current does not name is
+		// removed on failure: nothing would use it, and no prune would
+		// remove it (the prune removes only snapshots older than the
+		// current one), so a failure that lasts would leave a copy of
+		// the state per interval. One that current names stays.
+		defer func() {
+			if err == nil {
+				return
+			}
+			if cur, cerr := readCurrent(db.dir); cerr == nil && cur != v {
+				err = errors.Join(err, db.dropSnapshotDir(v))
+			}
+		}()
 		if err := st.install(); err != nil {
 			return err
 		}
@@ -511,13 +524,6 @@ func stageSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 	if _, err := os.Stat(final); err == nil {
 		return nil, nil // already written
 	}
-	tmp := final + tmpSuffix
-	if err := os.RemoveAll(tmp); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
-		return nil, err
-	}
 	meta := metadata{Version: version, InitialVersion: initial}
 	names := make([]string, 0, len(trees))
 	for name, t := range trees {
@@ -533,6 +539,15 @@ func stageSnapshotDir(ctx context.Context, dir string, version, initial int64, t
 	}
 	largestFirst(names, trees)
 	split := splitStore(names, trees, concurrency)
+	// created once the trees are known to be writable, so that a refusal
+	// above leaves nothing behind
+	tmp := final + tmpSuffix
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, err
+	}
 	// Nothing under tmp is in reach until the rename of install, so the
 	// stores' fsyncs wait and then run together (see snapshot.SyncGroup).
 	st := &stagedSnapshot{dir: dir, tmp: tmp, final: final, syncs: &snapshot.SyncGroup{}}
@@ -755,8 +770,13 @@ func (db *DB) vetSnapshotDir(v, base int64, trees map[string]*memiavl.Tree) erro
 			return err
 		}
 	}
-	// the directory written anew may reuse the inode number, and with it
-	// the identity of this check's result
+	return db.dropSnapshotDir(v)
+}
+
+// dropSnapshotDir removes the snapshot directory of version v and forgets
+// its check: a directory written anew may reuse the inode number, and with
+// it the identity of the check's result.
+func (db *DB) dropSnapshotDir(v int64) error {
 	if id, ok := db.snapshotIDOf(v); ok {
 		db.snapsChecked.Lock()
 		delete(db.snapsChecked.m, id)
