@@ -121,24 +121,22 @@ func (l *Log) appendSync(e *Entry) error {
 }
 
 func (l *Log) appendAsync(e *Entry) error {
-	// Validate now so that a bad entry fails its own Append; the writer
-	// encodes it later, from the caller's slices (see Append).
-	if e.Version < 1 {
-		return fmt.Errorf("%w: version %d", ErrInvalidEntry, e.Version)
-	}
+	// Validated now so that a bad entry fails its own Append (the writer
+	// encodes it later, from the caller's slices; see Append), after the
+	// log's state, in the order appendSync checks them: a closed or
+	// failed log answers so whatever the entry.
 	size := EncodedSize(*e)
-	if size > MaxEntrySize {
-		return fmt.Errorf("%w: version %d encodes to %d bytes, limit %d", ErrEntryTooLarge, e.Version, size, MaxEntrySize)
-	}
-	var err error
 	l.app.Lock()
 	defer l.app.Unlock()
-	err = l.checkWritableLocked()
+	err := l.checkWritableLocked()
 	if err == nil {
 		err = l.checkVersionLocked(e.Version)
 	}
 	if err != nil {
 		return err
+	}
+	if size > MaxEntrySize {
+		return fmt.Errorf("%w: version %d encodes to %d bytes, limit %d", ErrEntryTooLarge, e.Version, size, MaxEntrySize)
 	}
 	select {
 	case l.queue <- request{entry: e, size: frameHeaderSize + size, version: e.Version}:
