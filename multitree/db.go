@@ -1276,14 +1276,16 @@ func (db *DB) ApplyUpgrades(u wal.Upgrades) (err error) {
 	if err := db.writable(); err != nil {
 		return err
 	}
-	if err := db.lastVersionLocked(); err != nil {
-		return err
-	}
 	if len(db.mu.pending.ChangeSets) > 0 {
 		return fmt.Errorf("%w: store upgrades must be applied before the version's changes", ErrUncommitted)
 	}
+	// an empty set changes nothing, also at the last version (the SDK
+	// adapter's loads apply their upgrades, mostly none)
 	if noUpgrades(u) {
 		return nil
+	}
+	if err := db.lastVersionLocked(); err != nil {
+		return err
 	}
 	start, origins := db.mu.start, db.mu.origins
 	if start == nil {
