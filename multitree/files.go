@@ -513,7 +513,11 @@ func writeMarker(dir string, content []byte) error {
 }
 
 // unfinishedImport reports whether dir holds the marker of an import whose
-// Finish step has not completed (see finishingMarker).
+// Finish step has not completed (see finishingMarker). A marker with other
+// content than that or nothing counts as one too: only damage gives it
+// other bytes (it is written before anything of the database), most
+// likely to finishingMarker's, and a database that may lack its Finish
+// step must not be taken for the import's result.
 func unfinishedImport(dir string) (bool, error) {
 	b, err := readRegularFile(filepath.Join(dir, importFileName))
 	switch {
@@ -522,14 +526,20 @@ func unfinishedImport(dir string) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	return bytes.Equal(b, finishingMarker), nil
+	return len(b) > 0, nil
 }
 
 // refuseUnfinished fails with ErrUnfinishedImport when dir holds the
-// database of an import whose Finish step has not completed.
+// database of an import whose Finish step has not completed, also with
+// ErrCorrupt when the marker saying so is damaged.
 func refuseUnfinished(dir string) error {
 	if unfinished, err := unfinishedImport(dir); err != nil || !unfinished {
 		return err
+	}
+	path := filepath.Join(dir, importFileName)
+	if b, err := readRegularFile(path); err == nil && !bytes.Equal(b, finishingMarker) {
+		return fmt.Errorf("%w (%w: %s holds %q, not %q): %s holds the database of an import that may not have finished: run the import again, or remove the database (RemoveDatabase, or delete the directory)",
+			ErrUnfinishedImport, ErrCorrupt, path, b, finishingMarker, dir)
 	}
 	return fmt.Errorf("%w: %s holds the database of an import that was interrupted before it finished (its %s file says so): run the import again, or remove the database (RemoveDatabase, or delete the directory)",
 		ErrUnfinishedImport, dir, importFileName)
