@@ -148,7 +148,7 @@ func TestFinishingMarkerPinned(t *testing.T) {
 	for _, c := range []struct {
 		content []byte
 		want    bool
-	}{{nil, false}, {[]byte{}, false}, {[]byte("finishing\n"), true}, {[]byte("finishing"), false}} {
+	}{{nil, false}, {[]byte{}, false}, {[]byte("finishing\n"), true}, {[]byte("finishing"), true}} {
 		_ = os.Remove(filepath.Join(dir, importFileName))
 		if err := writeMarker(dir, c.content); err != nil {
 			t.Fatal(err)
@@ -156,6 +156,20 @@ func TestFinishingMarkerPinned(t *testing.T) {
 		if got, err := unfinishedImport(dir); err != nil || got != c.want {
 			t.Errorf("marker %q: unfinished %v %v, want %v", c.content, got, err, c.want)
 		}
+	}
+	// other content than the marker's is damage: refused as an
+	// unfinished import, and as corrupt
+	if err := writeMarker(dir, []byte("finishing")); err != nil {
+		t.Fatal(err)
+	}
+	if err := refuseUnfinished(dir); !errors.Is(err, ErrUnfinishedImport) || !errors.Is(err, ErrCorrupt) {
+		t.Errorf("damaged marker: %v, want ErrUnfinishedImport and ErrCorrupt", err)
+	}
+	if err := writeMarker(dir, finishingMarker); err != nil {
+		t.Fatal(err)
+	}
+	if err := refuseUnfinished(dir); !errors.Is(err, ErrUnfinishedImport) || errors.Is(err, ErrCorrupt) {
+		t.Errorf("finishing marker: %v, want ErrUnfinishedImport only", err)
 	}
 	// giving a database up keeps an existing marker's content until it
 	// removes the marker
