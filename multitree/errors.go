@@ -72,6 +72,8 @@ var (
 	// database of an import with a Finish step (ImportOptions.Finish) that
 	// was interrupted before that step completed: it is not the import's
 	// result. An import into the directory, or RemoveDatabase, removes it.
+	// A damaged marker of an import (see the package's file layout) is
+	// taken for one too, and the error then also wraps ErrCorrupt.
 	ErrUnfinishedImport = errors.New("multitree: an import into the directory did not finish")
 )
 

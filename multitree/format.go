@@ -51,6 +51,10 @@ import (
 // LatestVersion refuse a directory with "current" and such an "import"
 // (ErrUnfinishedImport): the database there is not the import's result.
 // The next import into the directory, and RemoveDatabase, give it up.
+// Any other content than none or "finishing\n" can only be damage (the
+// marker is made durable before anything of the database is written), and
+// counts as an unfinished import as well (ErrUnfinishedImport and
+// ErrCorrupt).
 // (Builds before this content existed take it for an import stopped after
 // writing "current".)
 //
