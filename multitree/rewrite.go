@@ -711,6 +711,11 @@ func (db *DB) snapshotNowLocked(ctx context.Context, v int64, then func() error)
 	}
 	db.markChecked(v) // written from checked sources (see checkSnapshotOnce)
 	if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(v)); err != nil {
+		// as after a failed background install: a directory current
+		// does not name would stay unused until a later prune
+		if cur, cerr := readCurrent(db.dir); cerr == nil && cur != v {
+			err = errors.Join(err, db.dropSnapshotDir(v))
+		}
 		return err
 	}
 	if then != nil {
