@@ -50,8 +50,9 @@ type Entry struct {
 // Log is a write-ahead log of entries with consecutive versions, stored in
 // a directory of segment files. All methods are safe for concurrent use.
 //
-// Lock order: truncMu, then app, then w, then mu. Replay holds truncMu
-// shared and then takes only mu; the background goroutine takes w and mu.
+// Lock order: truncMu, then front, then app, then w, then mu. Replay holds
+// truncMu shared and then takes only mu; TruncateFront takes front and
+// then mu; the background goroutine takes w and mu.
 type Log struct {
 	dir  string
 	opts Options
@@ -60,10 +61,17 @@ type Log struct {
 	// torn is the torn tail a read-only Open found and left in place.
 	torn *TornTail
 
-	// truncMu is held shared by Replay and exclusively by TruncateFront,
-	// TruncateBack and Close, so files never vanish or shrink under a
-	// reader.
+	// truncMu is held shared by Replay and Verify and exclusively by
+	// TruncateBack, Reset and Close, so files never vanish or shrink under
+	// a reader. TruncateFront does not take it: it removes only segments
+	// no running reader has pinned (mu.pins), so that a reader never
+	// waits for its removals and directory fsyncs (a database prunes its
+	// log after every snapshot rewrite, while views replay it).
 	truncMu sync.RWMutex
+
+	// front serializes TruncateFront with itself and with the holders of
+	// truncMu's write side, which edit the segment list too.
+	front sync.Mutex
 
 	// app serializes appenders: version assignment and the order in which
 	// records reach the writer.
@@ -110,6 +118,10 @@ type Log struct {
 		written  int64 // last version whose record is written to its file
 		err      error // sticky writer error
 		closed   bool
+		// pins counts the running readers by the base of the first
+		// segment each reads: TruncateFront keeps that segment and
+		// every later one.
+		pins map[int64]int
 	}
 	// written is signalled (with mu held) when mu.written, mu.err or
 	// mu.closed change.
@@ -481,6 +493,8 @@ func (l *Log) fail(err error) {
 func (l *Log) Close() error {
 	l.truncMu.Lock()
 	defer l.truncMu.Unlock()
+	l.front.Lock()
+	defer l.front.Unlock()
 	l.app.Lock()
 	if l.app.closed {
 		l.app.Unlock()

@@ -25,8 +25,9 @@ import (
 // Damage is reported as an error wrapping ErrCorrupt that names the
 // segment file and the record's offset.
 //
-// fn must not call Replay, Verify, TruncateFront, TruncateBack, Reset or
-// Close: those wait for Replay to return. It may call Append.
+// fn must not call Replay, Verify, TruncateBack, Reset or Close: those
+// wait for Replay to return. It may call Append and TruncateFront, which
+// keeps the segments this replay reads.
 func (l *Log) Replay(from, to int64, fn func(Entry) error) error {
 	if from > to {
 		return nil
@@ -39,31 +40,49 @@ func (l *Log) Replay(from, to int64, fn func(Entry) error) error {
 // replayLocked is Replay with truncMu held shared by the caller.
 func (l *Log) replayLocked(from, to int64, fn func(Entry) error) error {
 	l.mu.Lock()
-	if l.mu.closed {
-		l.mu.Unlock()
-		return ErrClosed
-	}
-	if l.mu.last == 0 || from < l.mu.first || to > l.mu.last {
-		first, last := l.mu.first, l.mu.last
-		l.mu.Unlock()
-		return fmt.Errorf("%w: replay of %d..%d, log holds %d..%d", ErrVersionNotFound, from, to, first, last)
-	}
-	for l.mu.written < to && l.mu.err == nil && !l.mu.closed {
+	for {
+		if l.mu.closed {
+			l.mu.Unlock()
+			return ErrClosed
+		}
+		// checked again after each wait: a TruncateFront meanwhile may
+		// have dropped from
+		if l.mu.last == 0 || from < l.mu.first || to > l.mu.last {
+			first, last := l.mu.first, l.mu.last
+			l.mu.Unlock()
+			return fmt.Errorf("%w: replay of %d..%d, log holds %d..%d", ErrVersionNotFound, from, to, first, last)
+		}
+		if l.mu.written >= to {
+			break
+		}
+		if err := l.mu.err; err != nil {
+			l.mu.Unlock()
+			return err
+		}
 		l.written.Wait()
 	}
-	if l.mu.written < to {
-		err := l.mu.err
-		if err == nil {
-			err = ErrClosed
+	segs := append([]segment(nil), l.mu.segments...)
+	// The last segment whose base is <= from holds from. It and the
+	// later ones stay while this replay reads them (see TruncateFront).
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > from }) - 1
+	if i < 0 {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: replay stopped before version %d", ErrCorrupt, from)
+	}
+	pin := segs[i].base
+	if l.mu.pins == nil {
+		l.mu.pins = make(map[int64]int)
+	}
+	l.mu.pins[pin]++
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		if l.mu.pins[pin]--; l.mu.pins[pin] == 0 {
+			delete(l.mu.pins, pin)
 		}
 		l.mu.Unlock()
-		return err
-	}
-	segs := append([]segment(nil), l.mu.segments...)
-	l.mu.Unlock()
+	}()
 
-	// The last segment whose base is <= from holds from.
-	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > from }) - 1
 	for ; i < len(segs); i++ {
 		done, err := l.replaySegment(segs, i, from, to, fn)
 		if err != nil || done {
@@ -129,7 +148,8 @@ func (l *Log) replaySegment(segs []segment, i int, from, to int64, fn func(Entry
 // ErrCorrupt that names the file and offset).
 //
 // The versions checked are those the log holds when Verify starts: a
-// truncation by another goroutine waits for Verify to return.
+// TruncateFront meanwhile keeps the segments Verify reads, and the other
+// truncations wait for Verify to return.
 func (l *Log) Verify() error {
 	l.truncMu.RLock()
 	defer l.truncMu.RUnlock()

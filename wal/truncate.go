@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // TruncateFront drops entries older than version, a whole segment at a
@@ -13,10 +14,13 @@ import (
 // reopen. Entries older than version may remain readable in the oldest
 // kept segment; FirstVersion reports what remains.
 //
-// It waits for running Replay calls. Appends go on concurrently.
+// It does not wait for running Replay or Verify calls: it keeps the
+// segments they read (from the first one each reads on), which a later
+// call removes. Replays that start meanwhile see the log as it will be
+// after the removals. Appends go on concurrently.
 func (l *Log) TruncateFront(version int64) error {
-	l.truncMu.Lock()
-	defer l.truncMu.Unlock()
+	l.front.Lock()
+	defer l.front.Unlock()
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -26,35 +30,54 @@ func (l *Log) TruncateFront(version int64) error {
 		l.mu.Unlock()
 		return ErrReadOnly
 	}
-	var drop []segment
+	floor := int64(math.MaxInt64) // the first segment a running reader reads
+	for base := range l.mu.pins {
+		floor = min(floor, base)
+	}
 	segs := l.mu.segments
 	// a segment goes when the next one starts at or before version and
 	// holds a written record: a segment started ahead of its first record
 	// (RollAt) does not count as the newest one
-	for n := 0; n+1 < len(segs) && segs[n+1].base <= min(version, l.mu.written); n++ {
-		drop = append(drop, segs[n])
+	n := 0
+	for n+1 < len(segs) && segs[n+1].base <= min(version, l.mu.written) && segs[n].base < floor {
+		n++
 	}
-	l.mu.Unlock()
-	if len(drop) == 0 {
+	if n == 0 {
+		l.mu.Unlock()
 		return nil
 	}
+	// taken off the list before their files go: no reader starts on them
+	drop := append([]segment(nil), segs[:n]...)
+	l.mu.segments = segs[n:]
+	l.mu.first = l.mu.segments[0].base
+	l.mu.Unlock()
 	// Oldest first, each removal made durable before the next, so that
 	// the files left on disk after a failure, a crash or a power loss are
 	// still a contiguous run of versions (removals under one directory
 	// fsync may survive in any subset).
-	for _, s := range drop {
+	for i, s := range drop {
 		if err := l.fs.Remove(s.path); err != nil {
+			l.restoreFront(drop[i:])
 			return fmt.Errorf("wal: remove %s: %w", s.path, err)
 		}
-		l.mu.Lock()
-		l.mu.segments = l.mu.segments[1:]
-		l.mu.first = l.mu.segments[0].base
-		l.mu.Unlock()
 		if err := l.fs.SyncDir(l.dir); err != nil {
+			l.restoreFront(drop[i+1:])
 			return fmt.Errorf("wal: sync %s: %w", l.dir, err)
 		}
 	}
 	return nil
+}
+
+// restoreFront puts back at the front of the list the segments a failed
+// TruncateFront took off it and did not remove.
+func (l *Log) restoreFront(kept []segment) {
+	if len(kept) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.segments = append(append([]segment(nil), kept...), l.mu.segments...)
+	l.mu.first = kept[0].base
 }
 
 // TruncateBack drops every entry newer than version (a rollback): segments
@@ -89,6 +112,8 @@ func (l *Log) TruncateBack(version int64) error {
 func (l *Log) rewriteTail(cut func(segs []segment, last int64) (int64, error)) error {
 	l.truncMu.Lock()
 	defer l.truncMu.Unlock()
+	l.front.Lock()
+	defer l.front.Unlock()
 	l.app.Lock()
 	defer l.app.Unlock()
 	if err := l.checkWritableLocked(); err != nil {
