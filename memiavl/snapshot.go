@@ -28,8 +28,12 @@ func NewFromSnapshot(s *snapshot.Snapshot, opts Options) (*Tree, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	hint := opts.ChangesHint
+	if hint == 0 {
+		hint = int64(min(s.LeafCount()/4, maxSnapshotTouchHint))
+	}
 	t := &Tree{pers: persisted{s: s}, root: nilRef, version: s.Version(), initial: opts.InitialVersion,
-		touched: newTouchSet(s.Version(), int64(min(s.LeafCount()/4, maxSnapshotTouchHint)))}
+		touched: newTouchSet(s.Version(), hint)}
 	if r, ok := s.Root(); ok {
 		t.root = ref{p: r}
 	}

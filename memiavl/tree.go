@@ -17,11 +17,22 @@ type Options struct {
 	// mean 1. As in cosmos/iavl >= 1.2, the nodes written by that first
 	// version carry InitialVersion in their hashes.
 	InitialVersion int64
+	// ChangesHint is about how many keys a tree opened on a snapshot
+	// (NewFromSnapshot) will change: it sizes the first filter of the
+	// changed keys, which adds filters as it fills. 0 takes a quarter of
+	// the snapshot's keys (at most about a million), for a working tree
+	// that collects a snapshot interval's changes; a tree that changes
+	// few keys, such as a view rebuilt at an older version, gives a small
+	// hint and holds the filter's minimum, 8 KiB for 4,096 keys.
+	ChangesHint int64
 }
 
 func (o Options) validate() error {
 	if o.InitialVersion < 0 {
 		return fmt.Errorf("%w: negative initial version %d", ErrVersion, o.InitialVersion)
+	}
+	if o.ChangesHint < 0 {
+		return fmt.Errorf("memiavl: negative changes hint %d", o.ChangesHint)
 	}
 	return nil
 }

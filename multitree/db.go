@@ -2130,7 +2130,7 @@ func (db *DB) sharedGeneration(version int64) (*generation, map[string]*memiavl.
 	if g == nil {
 		return nil, nil, nil
 	}
-	trees, err := g.newTrees()
+	trees, err := g.newTrees(rebuiltChanges)
 	if err != nil {
 		g.release()
 		return nil, nil, err

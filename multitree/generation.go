@@ -144,14 +144,15 @@ func (g *generation) release() {
 // caller. It checks that every tree's snapshot has the version and root hash
 // the metadata records.
 func openGeneration(dir string, version int64) (*generation, map[string]*memiavl.Tree, error) {
-	return openGenerationAs(filepath.Join(dir, snapshotDirName(version)), "", version)
+	return openGenerationAs(filepath.Join(dir, snapshotDirName(version)), "", version, 0)
 }
 
 // openGenerationAs is openGeneration of the snapshot directory sdir, whose
 // snapshots are named as if sdir were named (snapshot.OpenAs) unless named
 // is empty: a rewrite's snapshot directory, mapped under its temporary name
-// before it is renamed to named.
-func openGenerationAs(sdir, named string, version int64) (*generation, map[string]*memiavl.Tree, error) {
+// before it is renamed to named. changes is the trees' hint of the keys
+// they will change (memiavl.Options.ChangesHint).
+func openGenerationAs(sdir, named string, version, changes int64) (*generation, map[string]*memiavl.Tree, error) {
 	if named == "" {
 		named = sdir
 	}
@@ -187,7 +188,7 @@ func openGenerationAs(sdir, named string, version int64) (*generation, map[strin
 			return fail(fmt.Errorf("%w: %s has root hash %X, metadata records %X", ErrCorrupt, tdir, s.RootHash(), si.Hash))
 		}
 	}
-	trees, err := g.newTrees()
+	trees, err := g.newTrees(changes)
 	if err != nil {
 		return fail(err)
 	}
@@ -217,11 +218,13 @@ func openGenerationAs(sdir, named string, version int64) (*generation, map[strin
 // newTrees builds a tree per store on the generation's mapped snapshots.
 // openGeneration's trees are built so; a version rebuilt from a snapshot
 // the database maps already gets its trees so too (DB.sharedGeneration).
-// The caller holds a reference on g.
-func (g *generation) newTrees() (map[string]*memiavl.Tree, error) {
+// The caller holds a reference on g. changes is the trees' hint of the keys
+// they will change (memiavl.Options.ChangesHint): 0 for working trees,
+// rebuiltChanges for the trees of a rebuilt version.
+func (g *generation) newTrees(changes int64) (map[string]*memiavl.Tree, error) {
 	trees := make(map[string]*memiavl.Tree, len(g.snaps))
 	for name, s := range g.snaps {
-		t, err := memiavl.NewFromSnapshot(s, memiavl.Options{InitialVersion: g.meta.InitialVersion})
+		t, err := memiavl.NewFromSnapshot(s, memiavl.Options{InitialVersion: g.meta.InitialVersion, ChangesHint: changes})
 		if err != nil {
 			return nil, fmt.Errorf("store %q: %w", name, err)
 		}

@@ -137,7 +137,7 @@ func (db *DB) maybeStartRewriteLocked() {
 		// on the disk, the catch-up on the processor.
 		sdir := filepath.Join(db.dir, snapshotDirName(v))
 		if st != nil {
-			res.gen, res.trees, res.err = openGenerationAs(st.tmp, sdir, v)
+			res.gen, res.trees, res.err = openGenerationAs(st.tmp, sdir, v, 0)
 		} else {
 			res.gen, res.trees, res.err = openGeneration(db.dir, v)
 		}

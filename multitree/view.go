@@ -260,6 +260,13 @@ func notKept(dir string, version int64) error {
 	return fmt.Errorf("%w: %d is older than every kept snapshot", ErrVersion, version)
 }
 
+// rebuiltChanges is the hint of the keys the trees of a rebuilt version
+// change (memiavl.Options.ChangesHint): only the replay changes them, and
+// their filters of changed keys add room as they fill. Sized by the
+// snapshot, as a working tree's are, the filters of a cached view would
+// hold up to 2 MiB per store.
+const rebuiltChanges = 1
+
 // loadFrom rebuilds version from the snapshot at base and the log, on the
 // mapping of that snapshot the database has already if it has one
 // (sharedGeneration).
@@ -269,14 +276,15 @@ func (db *DB) loadFrom(base, version int64) (*state, error) {
 		return nil, err
 	}
 	if gen == nil {
-		if gen, trees, err = openGeneration(db.dir, base); err != nil {
+		gen, trees, err = openGenerationAs(filepath.Join(db.dir, snapshotDirName(base)), "", base, rebuiltChanges)
+		if err != nil {
 			return nil, err
 		}
 		db.adopt(gen)
 		if c := db.mapRebuilt(gen); c != nil {
 			// another rebuild mapped the snapshot meanwhile: share it
 			gen.release()
-			if trees, err = c.newTrees(); err != nil {
+			if trees, err = c.newTrees(rebuiltChanges); err != nil {
 				c.release()
 				return nil, err
 			}
