@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"cosmossdk.io/store/cachekv"
 	pruningtypes "cosmossdk.io/store/pruning/types"
@@ -145,9 +146,18 @@ func (st *TreeStore) lock() func() {
 	return st.ms.work.Unlock
 }
 
+// maxKeptPending bounds the capacity of the buffer of pending writes a
+// store keeps for its next block (1 MiB): a block of more writes, such as a
+// genesis or a migration, gets a buffer of its own, which goes with it.
+const maxKeptPending = (1 << 20) / int(unsafe.Sizeof(wal.KVPair{}))
+
 // discardPending empties the store's buffer of pending writes, keeping its
-// capacity; the working state's lock must be held.
+// capacity up to maxKeptPending; the working state's lock must be held.
 func (st *TreeStore) discardPending() {
+	if cap(st.pending) > maxKeptPending {
+		st.pending = nil
+		return
+	}
 	clear(st.pending)
 	st.pending = st.pending[:0]
 }
