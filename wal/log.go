@@ -122,6 +122,14 @@ type Log struct {
 		// segment each reads: TruncateFront keeps that segment and
 		// every later one.
 		pins map[int64]int
+		// resume is where the last Replay stopped: the record of
+		// version next starts at offset off of the segment of base.
+		// A Replay from next or later in that segment starts there
+		// instead of skipping the segment's records from its start,
+		// so that replaying a log one version at a time costs one
+		// record each. Cleared by TruncateBack and Reset, which cut
+		// segments; zero when unset.
+		resume struct{ base, off, next int64 }
 	}
 	// written is signalled (with mu held) when mu.written, mu.err or
 	// mu.closed change.

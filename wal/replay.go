@@ -3,6 +3,7 @@ package wal
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 )
 
@@ -102,6 +103,11 @@ func (l *Log) replaySegment(segs []segment, i int, from, to int64, fn func(Entry
 	}
 	defer f.Close()
 	r := recordReader{f: f, path: s.path, off: segmentHeaderSize, end: s.size, next: s.base}
+	l.mu.Lock()
+	if p := l.mu.resume; p.next != 0 && p.base == s.base && p.next <= from && p.off <= s.size {
+		r.off, r.next = p.off, p.next
+	}
+	l.mu.Unlock()
 	for {
 		off := r.off
 		// Skip records before from without reading their bodies.
@@ -130,6 +136,11 @@ func (l *Log) replaySegment(segs []segment, i int, from, to int64, fn func(Entry
 			return false, err
 		}
 		if v == to {
+			if v < math.MaxInt64 {
+				l.mu.Lock()
+				l.mu.resume.base, l.mu.resume.off, l.mu.resume.next = s.base, r.off, v+1
+				l.mu.Unlock()
+			}
 			return true, nil
 		}
 	}
