@@ -163,11 +163,12 @@
 //     near the live heap.
 //   - The filter of changed keys takes 2 bytes per key changed since the
 //     snapshot (16 bits at a filter's capacity; after Open the first is
-//     sized for a quarter of the snapshot's keys, 8 KiB to 2 MiB),
-//     twice that during a background rewrite, which fills the next one
-//     beside it; past about 10 million keys (21 MiB; the bound is 32 MiB) a
-//     tree's filter stops growing and reports every key, so reads descend
-//     as they would without it.
+//     sized for a quarter of the snapshot's keys, 8 KiB to 2 MiB; a
+//     version rebuilt by ViewAt starts at 8 KiB per store, as only its
+//     replay changes it), twice that during a background rewrite, which
+//     fills the next one beside it; past about 10 million keys (21 MiB;
+//     the bound is 32 MiB) a tree's filter stops growing and reports every
+//     key, so reads descend as they would without it.
 //   - A view of an older version (ViewAt) that is not cached is rebuilt
 //     from a kept snapshot plus the log: it holds the nodes changed between
 //     that snapshot and the version until released (and while cached, up
