@@ -96,6 +96,7 @@ func (st *TreeStore) CacheWrapWithTrace(w io.Writer, tc types.TraceContext) type
 func (st *TreeStore) Get(key []byte) []byte {
 	defer st.lock()()
 	st.flush()
+	st.checkOpen()
 	var v []byte
 	var err error
 	if st.zeroCopy {
@@ -113,6 +114,7 @@ func (st *TreeStore) Get(key []byte) []byte {
 func (st *TreeStore) Has(key []byte) bool {
 	defer st.lock()()
 	st.flush()
+	st.checkOpen()
 	ok, err := st.tree.Has(key)
 	if err != nil {
 		panic(fmt.Errorf("memiavl: store %q: has %s: %w", st.name, hexkey.Upper(key), err))
@@ -144,6 +146,16 @@ func (st *TreeStore) Delete(key []byte) {
 func (st *TreeStore) lock() func() {
 	st.ms.work.Lock()
 	return st.ms.work.Unlock
+}
+
+// checkOpen panics once the multistore is closed, until a load opens it
+// again: the working tree would serve the keys changed since its snapshot
+// from memory and fail on the others, as the snapshot is unmapped. The
+// working state's lock must be held.
+func (st *TreeStore) checkOpen() {
+	if st.ms.closed {
+		panic(fmt.Errorf("memiavl: store %q: %w: %w", st.name, ErrNotLoaded, multitree.ErrClosed))
+	}
 }
 
 // maxKeptPending bounds the capacity of the buffer of pending writes a
@@ -266,6 +278,7 @@ func (st *TreeStore) ReverseIterator(start, end []byte) types.Iterator {
 func (st *TreeStore) iterator(start, end []byte, ascending bool) types.Iterator {
 	defer st.lock()()
 	st.flush()
+	st.checkOpen()
 	it := st.tree.Iterator(start, end, ascending)
 	if st.own != nil {
 		// a tree of its own during a reload: a copy of the detached
@@ -321,6 +334,7 @@ func lastStoreInfo(db *multitree.DB, store string) (types.StoreInfo, bool) {
 func (st *TreeStore) WorkingHash() []byte {
 	defer st.lock()()
 	st.flush()
+	st.checkOpen()
 	return st.tree.RootHash()
 }
 

@@ -68,8 +68,11 @@ type MultiStore struct {
 	// each of their methods and by WorkingHash, Commit, RewriteSnapshot
 	// and SetInitialVersion for their applying of the writes and their
 	// changes of the working trees.
-	work  sync.Mutex
-	views *viewCache
+	work sync.Mutex
+	// closed is set by Close and cleared by the next load, under work:
+	// the tree stores' reads panic meanwhile (TreeStore.checkOpen).
+	closed bool
+	views  *viewCache
 	// blockViews, with zero-copy reads, pin the snapshots the last
 	// committed block read from until the next Commit ends (see Commit),
 	// and after a reload also those of the database it closed, whose
@@ -242,6 +245,7 @@ func (s *MultiStore) Close() error {
 	s.holdBlockViews()
 	s.work.Lock()
 	s.releaseDetached(nil) // the stores kept by a reload that failed
+	s.closed = true
 	s.work.Unlock()
 	db := s.db.Swap(nil)
 	if db == nil {
@@ -659,6 +663,7 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 func (s *MultiStore) pointTrees(db *multitree.DB) {
 	s.work.Lock()
 	defer s.work.Unlock()
+	s.closed = false
 	for _, st := range s.trees {
 		st.db.Store(db)
 		st.own = nil
