@@ -147,7 +147,9 @@
 //   - The working trees hold the nodes changed since their snapshot: per
 //     changed key, the leaf and the inner nodes on its path (112 bytes each,
 //     plus the key and value bytes, which are the caller's and are not
-//     copied). This grows with the number of changed nodes between snapshots.
+//     copied, except a value that is a slice of a snapshot or a View, which
+//     Set copies, and the bytes a replay reads, below). This grows with the
+//     number of changed nodes between snapshots.
 //   - A background rewrite's catch-up copies the nodes created since the
 //     snapshot's version onto the new snapshot's trees, until the switch
 //     drops the old trees: for that time those nodes exist twice (their key
