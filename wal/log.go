@@ -118,9 +118,10 @@ type Log struct {
 		written  int64 // last version whose record is written to its file
 		err      error // sticky writer error
 		closed   bool
-		// pins counts the running readers by the base of the first
-		// segment each reads: TruncateFront keeps that segment and
-		// every later one.
+		// pins counts the running readers (Replay, Verify) by the first
+		// version each reads, from its first check of the log's range
+		// on, including its wait for the writer: TruncateFront keeps
+		// every segment that holds that version or a later one.
 		pins map[int64]int
 		// resume is where the last Replay stopped: the record of
 		// version next starts at offset off of the segment of base.

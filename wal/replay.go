@@ -35,55 +35,58 @@ func (l *Log) Replay(from, to int64, fn func(Entry) error) error {
 	}
 	l.truncMu.RLock()
 	defer l.truncMu.RUnlock()
-	return l.replayLocked(from, to, fn)
+	return l.replayLocked(from, to, false, fn)
 }
 
-// replayLocked is Replay with truncMu held shared by the caller.
-func (l *Log) replayLocked(from, to int64, fn func(Entry) error) error {
+// replayLocked is Replay with truncMu held shared by the caller. With
+// fromFirst, from is the log's first version, taken with the check of the
+// range.
+func (l *Log) replayLocked(from, to int64, fromFirst bool, fn func(Entry) error) error {
 	l.mu.Lock()
-	for {
-		if l.mu.closed {
-			l.mu.Unlock()
-			return ErrClosed
-		}
-		// checked again after each wait: a TruncateFront meanwhile may
-		// have dropped from
-		if l.mu.last == 0 || from < l.mu.first || to > l.mu.last {
-			first, last := l.mu.first, l.mu.last
-			l.mu.Unlock()
-			return fmt.Errorf("%w: replay of %d..%d, log holds %d..%d", ErrVersionNotFound, from, to, first, last)
-		}
-		if l.mu.written >= to {
-			break
-		}
-		if err := l.mu.err; err != nil {
-			l.mu.Unlock()
-			return err
-		}
-		l.written.Wait()
-	}
-	segs := append([]segment(nil), l.mu.segments...)
-	// The last segment whose base is <= from holds from. It and the
-	// later ones stay while this replay reads them (see TruncateFront).
-	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > from }) - 1
-	if i < 0 {
+	if l.mu.closed {
 		l.mu.Unlock()
-		return fmt.Errorf("%w: replay stopped before version %d", ErrCorrupt, from)
+		return ErrClosed
 	}
-	pin := segs[i].base
+	if fromFirst {
+		from = l.mu.first
+	}
+	if l.mu.last == 0 || from < l.mu.first || to > l.mu.last {
+		first, last := l.mu.first, l.mu.last
+		l.mu.Unlock()
+		return fmt.Errorf("%w: replay of %d..%d, log holds %d..%d", ErrVersionNotFound, from, to, first, last)
+	}
+	// from here on TruncateFront keeps every segment holding from or a
+	// later version, also while this replay waits for the writer
 	if l.mu.pins == nil {
 		l.mu.pins = make(map[int64]int)
 	}
-	l.mu.pins[pin]++
-	l.mu.Unlock()
+	l.mu.pins[from]++
 	defer func() {
 		l.mu.Lock()
-		if l.mu.pins[pin]--; l.mu.pins[pin] == 0 {
-			delete(l.mu.pins, pin)
+		if l.mu.pins[from]--; l.mu.pins[from] == 0 {
+			delete(l.mu.pins, from)
 		}
 		l.mu.Unlock()
 	}()
+	for l.mu.written < to && l.mu.err == nil && !l.mu.closed {
+		l.written.Wait()
+	}
+	if l.mu.written < to {
+		err := l.mu.err
+		if err == nil {
+			err = ErrClosed
+		}
+		l.mu.Unlock()
+		return err
+	}
+	segs := append([]segment(nil), l.mu.segments...)
+	l.mu.Unlock()
 
+	// The last segment whose base is <= from holds from.
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > from }) - 1
+	if i < 0 {
+		return fmt.Errorf("%w: no segment holds version %d", ErrCorrupt, from)
+	}
 	for ; i < len(segs); i++ {
 		done, err := l.replaySegment(segs, i, from, to, fn)
 		if err != nil || done {
@@ -165,7 +168,7 @@ func (l *Log) Verify() error {
 	l.truncMu.RLock()
 	defer l.truncMu.RUnlock()
 	l.mu.Lock()
-	closed, first, last := l.mu.closed, l.mu.first, l.mu.last
+	closed, last := l.mu.closed, l.mu.last
 	l.mu.Unlock()
 	if closed {
 		return ErrClosed
@@ -173,5 +176,8 @@ func (l *Log) Verify() error {
 	if last == 0 {
 		return nil
 	}
-	return l.replayLocked(first, last, func(Entry) error { return nil })
+	// from the first version the log holds when the replay pins it (a
+	// TruncateFront may move it meanwhile; last stays, as only the
+	// truncations that wait for Verify lower it)
+	return l.replayLocked(0, last, true, func(Entry) error { return nil })
 }

@@ -30,16 +30,17 @@ func (l *Log) TruncateFront(version int64) error {
 		l.mu.Unlock()
 		return ErrReadOnly
 	}
-	floor := int64(math.MaxInt64) // the first segment a running reader reads
-	for base := range l.mu.pins {
-		floor = min(floor, base)
+	floor := int64(math.MaxInt64) // the first version a running reader reads
+	for from := range l.mu.pins {
+		floor = min(floor, from)
 	}
 	segs := l.mu.segments
 	// a segment goes when the next one starts at or before version and
 	// holds a written record: a segment started ahead of its first record
-	// (RollAt) does not count as the newest one
+	// (RollAt) does not count as the newest one; and when the next one
+	// starts at or before what every running reader reads first
 	n := 0
-	for n+1 < len(segs) && segs[n+1].base <= min(version, l.mu.written) && segs[n].base < floor {
+	for n+1 < len(segs) && segs[n+1].base <= min(version, l.mu.written, floor) {
 		n++
 	}
 	if n == 0 {
