@@ -706,14 +706,19 @@ func (db *DB) snapshotNowLocked(ctx context.Context, v int64, then func() error)
 	if err := db.vetSnapshotDir(v, db.mu.gen.version, db.mu.trees); err != nil {
 		return err
 	}
+	// a directory in place (written by an earlier session and vetted
+	// above) is not this call's to remove
+	_, statErr := os.Stat(filepath.Join(db.dir, snapshotDirName(v)))
+	written := errors.Is(statErr, fs.ErrNotExist)
 	if err := writeSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency, nil, nil); err != nil {
 		return err
 	}
 	db.markChecked(v) // written from checked sources (see checkSnapshotOnce)
 	if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(v)); err != nil {
-		// as after a failed background install: a directory current
-		// does not name would stay unused until a later prune
-		if cur, cerr := readCurrent(db.dir); cerr == nil && cur != v {
+		// as after a failed background install: a directory this call
+		// wrote that current does not name would stay unused until a
+		// later prune
+		if cur, cerr := readCurrent(db.dir); written && cerr == nil && cur != v {
 			err = errors.Join(err, db.dropSnapshotDir(v))
 		}
 		return err
