@@ -95,8 +95,8 @@ func (st *TreeStore) CacheWrapWithTrace(w io.Writer, tc types.TraceContext) type
 // Get implements types.KVStore. It returns nil for an absent key.
 func (st *TreeStore) Get(key []byte) []byte {
 	defer st.lock()()
-	st.flush()
 	st.checkOpen()
+	st.flush()
 	var v []byte
 	var err error
 	if st.zeroCopy {
@@ -113,8 +113,8 @@ func (st *TreeStore) Get(key []byte) []byte {
 // Has implements types.KVStore.
 func (st *TreeStore) Has(key []byte) bool {
 	defer st.lock()()
-	st.flush()
 	st.checkOpen()
+	st.flush()
 	ok, err := st.tree.Has(key)
 	if err != nil {
 		panic(fmt.Errorf("memiavl: store %q: has %s: %w", st.name, hexkey.Upper(key), err))
@@ -277,8 +277,8 @@ func (st *TreeStore) ReverseIterator(start, end []byte) types.Iterator {
 
 func (st *TreeStore) iterator(start, end []byte, ascending bool) types.Iterator {
 	defer st.lock()()
-	st.flush()
 	st.checkOpen()
+	st.flush()
 	it := st.tree.Iterator(start, end, ascending)
 	if st.own != nil {
 		// a tree of its own during a reload: a copy of the detached
@@ -333,8 +333,8 @@ func lastStoreInfo(db *multitree.DB, store string) (types.StoreInfo, bool) {
 // WorkingHash implements types.Committer: the root hash of the working tree.
 func (st *TreeStore) WorkingHash() []byte {
 	defer st.lock()()
-	st.flush()
 	st.checkOpen()
+	st.flush()
 	return st.tree.RootHash()
 }
 

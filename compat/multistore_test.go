@@ -1182,7 +1182,7 @@ func TestQueryWithoutDatabase(t *testing.T) {
 	func() {
 		defer func() {
 			err, _ := recover().(error)
-			if !errors.Is(err, multitree.ErrClosed) || !strings.Contains(err.Error(), `buffered writes of store "a"`) {
+			if !errors.Is(err, multitree.ErrClosed) || !strings.Contains(err.Error(), `store "a"`) {
 				t.Errorf("a read after Close with a buffered write: panic %v", err)
 			}
 		}()

@@ -3,6 +3,9 @@ package compat_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
@@ -79,5 +82,64 @@ func TestReadsAfterClose(t *testing.T) {
 		if got := ms.GetKVStore(keys["a"]).Get([]byte(k)); string(got) != want {
 			t.Errorf("%q after a load following Close: %q, want %q", k, got, want)
 		}
+	}
+}
+
+// TestReadAfterCloseWithBufferedWrite: a kept store written after Close
+// panics on its next read with an error wrapping ErrNotLoaded and
+// multitree.ErrClosed, as compat/README.md says for any read after Close.
+func TestReadAfterCloseWithBufferedWrite(t *testing.T) {
+	keys := keyring{}
+	dir := t.TempDir()
+	ms := newOurs(t, dir, testConfig(), keys, smallMount, nil)
+	ms.GetKVStore(keys["a"]).Set([]byte("k"), []byte("v"))
+	ms.Commit()
+	store := ms.GetKVStore(keys["a"])
+	if err := ms.Close(); err != nil {
+		t.Fatal(err)
+	}
+	store.Set([]byte("w"), []byte("x")) // buffered, no read
+	var err error
+	func() {
+		defer func() {
+			r := recover()
+			if e, ok := r.(error); ok {
+				err = e
+			} else if r != nil {
+				err = errors.New("non-error panic")
+			}
+		}()
+		store.Get([]byte("k"))
+	}()
+	for _, want := range []error{compat.ErrNotLoaded, multitree.ErrClosed} {
+		if !errors.Is(err, want) {
+			t.Errorf("Get after Close with a buffered write: panic %v, want one wrapping %v", err, want)
+		}
+	}
+}
+
+// TestWriteThenReadAfterFailedReloadAndClose: after a reload that failed
+// (its fallback too), the kept stores read copies of the last committed
+// trees (own trees); Close releases the view they read from. A write and
+// then a read of a kept store must panic with ErrNotLoaded, not apply the
+// write to a tree whose snapshot is unmapped.
+func TestWriteThenReadAfterFailedReloadAndClose(t *testing.T) {
+	p := rfPair(t)
+	st := p.ours.GetKVStore(p.keys["a"])
+	restore := rfReplace(t, filepath.Join(rfSnapDir(p.dir, 10), "metadata"), 10)
+	if err := p.ours.LoadLatestVersion(); err == nil {
+		t.Fatal("loaded")
+	}
+	restore()
+	if err := p.ours.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	runtime.GC()
+	o := outcome(func() any {
+		st.Set([]byte("k05x"), []byte("1"))
+		return string(st.Get([]byte("k05")))
+	})
+	if !strings.Contains(o, "not loaded") {
+		t.Errorf("write then read of a kept store after a failed reload and Close: %s, want a panic wrapping ErrNotLoaded", o)
 	}
 }
