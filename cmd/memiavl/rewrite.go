@@ -55,7 +55,8 @@ lost. With --rollback every version after V is discarded (the log is cut
 back to V, newer snapshots are removed), as a node's rollback does. If V
 already has a kept snapshot, nothing is written: with --rollback the
 versions after V are still discarded and V becomes current; without it the
-database is left as it is. When the latest version (or V after a rollback)
+database is left as it is (but for a torn last log record, which the open
+cuts off and the command reports). When the latest version (or V after a rollback)
 already has the current snapshot, nothing is written either, and the older
 snapshots beyond --keep-recent are still pruned. A rollback is all or nothing: V is recorded
 before anything is discarded, and once it is, every open of the database
