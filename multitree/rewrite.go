@@ -171,17 +171,9 @@ func (db *DB) maybeStartRewriteLocked() {
 // as st (nil if its directory was already in place), durable and current.
 func (db *DB) installRewrite(st *stagedSnapshot, v int64) (err error) {
 	if st != nil {
-		// A snapshot renamed into place that current does not name is
-		// removed on failure: nothing would use it, and no prune would
-		// remove it (the prune removes only snapshots older than the
-		// current one), so a failure that lasts would leave a copy of
-		// the state per interval. One that current names stays.
 		defer func() {
-			if err == nil {
-				return
-			}
-			if cur, cerr := readCurrent(db.dir); cerr == nil && cur != v {
-				err = errors.Join(err, db.dropSnapshotDir(v))
+			if err != nil {
+				err = errors.Join(err, db.dropUnlessCurrent(v))
 			}
 		}()
 		if err := st.install(); err != nil {
@@ -706,20 +698,21 @@ func (db *DB) snapshotNowLocked(ctx context.Context, v int64, then func() error)
 	if err := db.vetSnapshotDir(v, db.mu.gen.version, db.mu.trees); err != nil {
 		return err
 	}
-	// a directory in place (written by an earlier session and vetted
-	// above) is not this call's to remove
-	_, statErr := os.Stat(filepath.Join(db.dir, snapshotDirName(v)))
-	written := errors.Is(statErr, fs.ErrNotExist)
-	if err := writeSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency, nil, nil); err != nil {
+	// nil if the directory was in place (written by an earlier session
+	// and vetted above): not this call's to remove
+	st, err := stageSnapshotDir(ctx, db.dir, v, db.mu.initial, db.mu.trees, db.opts.RewriteConcurrency, nil, nil)
+	if err != nil {
 		return err
+	}
+	if st != nil {
+		if err := st.install(); err != nil {
+			return err
+		}
 	}
 	db.markChecked(v) // written from checked sources (see checkSnapshotOnce)
 	if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(v)); err != nil {
-		// as after a failed background install: a directory this call
-		// wrote that current does not name would stay unused until a
-		// later prune
-		if cur, cerr := readCurrent(db.dir); written && cerr == nil && cur != v {
-			err = errors.Join(err, db.dropSnapshotDir(v))
+		if st != nil {
+			err = errors.Join(err, db.dropUnlessCurrent(v))
 		}
 		return err
 	}
@@ -779,6 +772,19 @@ func (db *DB) vetSnapshotDir(v, base int64, trees map[string]*memiavl.Tree) erro
 		if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(base)); err != nil {
 			return err
 		}
+	}
+	return db.dropSnapshotDir(v)
+}
+
+// dropUnlessCurrent removes the snapshot directory of version v, which a
+// rewrite that then failed put in place, unless current names it: nothing
+// would use it, and no prune would remove it (the prune removes only
+// snapshots older than the current one), so a failure that lasts would
+// leave a copy of the state per attempt. When current cannot be read, the
+// directory stays.
+func (db *DB) dropUnlessCurrent(v int64) error {
+	if cur, err := readCurrent(db.dir); err != nil || cur == v {
+		return nil
 	}
 	return db.dropSnapshotDir(v)
 }
