@@ -519,25 +519,29 @@ func writeMarker(dir string, content []byte) error {
 // likely to finishingMarker's, and a database that may lack its Finish
 // step must not be taken for the import's result.
 func unfinishedImport(dir string) (bool, error) {
+	b, err := readImportMarker(dir)
+	return len(b) > 0, err
+}
+
+// readImportMarker returns the content of dir's import marker, nil if it
+// has none.
+func readImportMarker(dir string) ([]byte, error) {
 	b, err := readRegularFile(filepath.Join(dir, importFileName))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	case err != nil:
-		return false, err
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
-	return len(b) > 0, nil
+	return b, err
 }
 
 // refuseUnfinished fails with ErrUnfinishedImport when dir holds the
 // database of an import whose Finish step has not completed, also with
 // ErrCorrupt when the marker saying so is damaged.
 func refuseUnfinished(dir string) error {
-	if unfinished, err := unfinishedImport(dir); err != nil || !unfinished {
+	b, err := readImportMarker(dir)
+	if err != nil || len(b) == 0 {
 		return err
 	}
-	path := filepath.Join(dir, importFileName)
-	if b, err := readRegularFile(path); err == nil && !bytes.Equal(b, finishingMarker) {
+	if path := filepath.Join(dir, importFileName); !bytes.Equal(b, finishingMarker) {
 		return fmt.Errorf("%w (%w: %s holds %q, not %q): %s holds the database of an import that may not have finished: run the import again, or remove the database (RemoveDatabase, or delete the directory)",
 			ErrUnfinishedImport, ErrCorrupt, path, b, finishingMarker, dir)
 	}
