@@ -47,6 +47,10 @@ type Entry struct {
 	Upgrades   Upgrades
 }
 
+// resumePos is a record boundary: the record of version next starts at
+// offset off of the segment of base.
+type resumePos struct{ base, off, next int64 }
+
 // Log is a write-ahead log of entries with consecutive versions, stored in
 // a directory of segment files. All methods are safe for concurrent use.
 //
@@ -123,14 +127,13 @@ type Log struct {
 		// on, including its wait for the writer: TruncateFront keeps
 		// every segment that holds that version or a later one.
 		pins map[int64]int
-		// resume is where the last Replay stopped: the record of
-		// version next starts at offset off of the segment of base.
-		// A Replay from next or later in that segment starts there
+		// resume is where the last Replay stopped. A Replay from its
+		// next version or a later one in that segment starts there
 		// instead of skipping the segment's records from its start,
 		// so that replaying a log one version at a time costs one
 		// record each. Cleared by TruncateBack and Reset, which cut
 		// segments; zero when unset.
-		resume struct{ base, off, next int64 }
+		resume resumePos
 	}
 	// written is signalled (with mu held) when mu.written, mu.err or
 	// mu.closed change.

@@ -141,7 +141,7 @@ func (l *Log) replaySegment(segs []segment, i int, from, to int64, fn func(Entry
 		if v == to {
 			if v < math.MaxInt64 {
 				l.mu.Lock()
-				l.mu.resume.base, l.mu.resume.off, l.mu.resume.next = s.base, r.off, v+1
+				l.mu.resume = resumePos{base: s.base, off: r.off, next: v + 1}
 				l.mu.Unlock()
 			}
 			return true, nil

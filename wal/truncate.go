@@ -136,7 +136,7 @@ func (l *Log) rewriteTail(cut func(segs []segment, last int64) (int64, error)) e
 	l.mu.Lock()
 	segs := append([]segment(nil), l.mu.segments...)
 	last := l.mu.last
-	l.mu.resume.base, l.mu.resume.off, l.mu.resume.next = 0, 0, 0 // the cut may remove or shorten its segment
+	l.mu.resume = resumePos{} // the cut may remove or shorten its segment
 	l.mu.Unlock()
 	next, err := cut(segs, last)
 	if err != nil {
