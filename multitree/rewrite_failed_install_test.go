@@ -32,13 +32,7 @@ func TestFailedInstallRemovesSnapshot(t *testing.T) {
 	commit := func() error {
 		t.Helper()
 		step++
-		for _, s := range []string{"a", "b"} {
-			for j := 0; j < 20; j++ {
-				if err := db.Set(s, []byte(fmt.Sprintf("k%03d", (step*7+j)%100)), []byte(fmt.Sprintf("v%d-%d", step, j))); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		setStepKeys(t, db, step)
 		info, err := db.Commit()
 		if info == nil {
 			t.Fatalf("commit %d: %v", step, err)
@@ -125,5 +119,18 @@ func TestFailedInstallRemovesSnapshot(t *testing.T) {
 	defer db2.Close()
 	if got := db2.LastCommitInfo().Hash(); !bytes.Equal(got, want) {
 		t.Errorf("app hash after reopen %X, committed %X", got, want)
+	}
+}
+
+// setStepKeys sets 20 keys of stores "a" and "b" of db, which step
+// chooses, to values naming step.
+func setStepKeys(t *testing.T, db *DB, step int) {
+	t.Helper()
+	for _, s := range []string{"a", "b"} {
+		for j := 0; j < 20; j++ {
+			if err := db.Set(s, []byte(fmt.Sprintf("k%03d", (step*7+j)%100)), []byte(fmt.Sprintf("v%d-%d", step, j))); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -3,7 +3,6 @@ package multitree
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,13 +26,7 @@ func TestSyncRewriteFailedCurrentRemovesSnapshot(t *testing.T) {
 	commit := func() {
 		t.Helper()
 		step++
-		for _, s := range []string{"a", "b"} {
-			for j := 0; j < 20; j++ {
-				if err := db.Set(s, []byte(fmt.Sprintf("k%03d", (step*7+j)%100)), []byte(fmt.Sprintf("v%d-%d", step, j))); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		setStepKeys(t, db, step)
 		if _, err := db.Commit(); err != nil {
 			t.Fatalf("commit %d: %v", step, err)
 		}

@@ -17,29 +17,27 @@ type failRemovalFS struct {
 	removeAt, syncAt int
 }
 
-func (f *failRemovalFS) Remove(path string) error {
+// failing counts one more call of a kind (removes or syncs) and reports
+// whether it is the one to fail (at).
+func (f *failRemovalFS) failing(count *int, at int) bool {
 	f.mu.Lock()
-	fail := false
-	if f.armed {
-		f.removes++
-		fail = f.removes == f.removeAt
+	defer f.mu.Unlock()
+	if !f.armed {
+		return false
 	}
-	f.mu.Unlock()
-	if fail {
+	*count++
+	return *count == at
+}
+
+func (f *failRemovalFS) Remove(path string) error {
+	if f.failing(&f.removes, f.removeAt) {
 		return errInjected
 	}
 	return f.osFS.Remove(path)
 }
 
 func (f *failRemovalFS) SyncDir(dir string) error {
-	f.mu.Lock()
-	fail := false
-	if f.armed {
-		f.syncs++
-		fail = f.syncs == f.syncAt
-	}
-	f.mu.Unlock()
-	if fail {
+	if f.failing(&f.syncs, f.syncAt) {
 		return errInjected
 	}
 	return f.osFS.SyncDir(dir)
