@@ -155,7 +155,7 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts [
 	checked := t.checkSnapshot(ctx)
 	defer checked(false) // the check reads the snapshot: it ends before the write returns
 	if !t.saved.isNil() {
-		sw := snapshotWriter{t: t, w: w, ctx: ctx, m: m, split: cfg.split, spawn: cfg.spawn}
+		sw := snapshotWriter{t: t, w: w, ctx: ctx, m: m, split: cfg.split, spawn: cfg.spawn, limiter: cfg.limiter}
 		sw.bulk = bulkCopy && t.pers.s != nil && t.pers.s.FormatVersion() == snapshot.FormatVersion
 		if err := sw.run(t.saved); err != nil {
 			// Damage in the files copied from can fail the write first,
@@ -223,6 +223,8 @@ type snapshotWriter struct {
 	bulk  bool              // subtrees of t's snapshot are copied with AddSubtree
 	split bool              // see WithSplit
 	spawn func(task func()) // see WithSplitRunner
+	// limiter: see WithLimiter; nil: none
+	limiter snapshot.Limiter
 }
 
 // bulkCopy enables AddSubtree for unchanged subtrees, and bulkMaxLeaves
@@ -311,7 +313,11 @@ func (sw *snapshotWriter) writeSplit(n *node) error {
 	}
 	ctx, cancel := context.WithCancel(sw.ctx)
 	defer cancel()
-	right := &snapshotWriter{t: t, w: p, ctx: ctx, bulk: sw.bulk}
+	if sw.limiter != nil {
+		// the right half's waits end when the left half fails, too
+		p.SetLimiter(ctx, sw.limiter)
+	}
+	right := &snapshotWriter{t: t, w: p, ctx: ctx, bulk: sw.bulk, limiter: sw.limiter}
 	if sw.m != nil {
 		right.m = &NodeMap{version: sw.m.version, from: sw.m.from}
 	}
