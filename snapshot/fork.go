@@ -29,7 +29,12 @@ import (
 // entries; Join moves them. It is not safe for concurrent use
 // itself, but it and w may be used by different goroutines at once; they
 // share w's limiter (see SetLimiter), which must then be safe for
-// concurrent use. Finish and Fork of a forked writer fail: it ends with
+// concurrent use, and the forked writer's waits end with the context
+// given to w's SetLimiter until its own SetLimiter binds them to another
+// (its goroutine's, whose cancellation should end them). The limiter sees
+// each byte of the snapshot's files once: the forked writer's records as
+// it writes them, the bytes of its scratch files as Join copies them into
+// w's files. Finish and Fork of a forked writer fail: it ends with
 // w.Join or with its own Abort, which removes its scratch files.
 //
 // One fork may be open at a time: until it ends, Fork fails, and so do
@@ -193,9 +198,6 @@ func (w *Writer) adopt(i int, src *dataFile, buf []byte, delta uint64) error {
 			}
 			for j := leafOffKVOff; j+8 <= len(b); j += RecordSize {
 				binary.LittleEndian.PutUint64(b[j:], binary.LittleEndian.Uint64(b[j:])+delta)
-			}
-			if err := w.pace.wait(len(b)); err != nil {
-				return err
 			}
 			if _, err := src.f.WriteAt(b, int64(src.base+off)); err != nil {
 				return err

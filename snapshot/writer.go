@@ -232,6 +232,11 @@ func (w *Writer) createDataFiles(prefix string, flag int, perm os.FileMode) erro
 		}
 		w.files[i].f = f
 		w.files[i].pace = &w.pace
+		if w.parent != nil && !w.files[i].placed {
+			// a fork's scratch file: Join copies its bytes into the
+			// parent's file, whose writes wait for the limiter
+			w.files[i].pace = &noPace
+		}
 		size := writeBufferSize
 		if i == metaFileIndexIndex {
 			size = indexWriteBufferSize
