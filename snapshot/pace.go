@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Limiter paces the writes of a Writer (SetLimiter): WaitN blocks until n
@@ -14,6 +15,14 @@ type Limiter interface {
 	WaitN(ctx context.Context, n int) error
 	Burst() int
 }
+
+// rateDeadlineError is the text of the error with which a rate.Limiter of
+// golang.org/x/time/rate refuses a wait that would outlast the context's
+// deadline; it wraps no error of the context package.
+const rateDeadlineError = "would exceed context deadline"
+
+// noPace is the zero pacer, which does not wait.
+var noPace pacer
 
 // pacer waits for a Limiter before the writes of the snapshot's files; the
 // zero pacer does not wait.
@@ -37,9 +46,10 @@ func (p *pacer) wait(n int) error {
 			if cerr := p.ctx.Err(); cerr != nil {
 				return fmt.Errorf("snapshot: paced write: %w", cerr)
 			}
-			if _, ok := p.ctx.Deadline(); ok {
+			if _, ok := p.ctx.Deadline(); ok && strings.Contains(err.Error(), rateDeadlineError) {
 				// rate.Limiter fails a wait that would outlast ctx's
-				// deadline before the deadline passes
+				// deadline before the deadline passes, with an error
+				// of its own that wraps nothing
 				return fmt.Errorf("snapshot: paced write: %w: %w", context.DeadlineExceeded, err)
 			}
 			return fmt.Errorf("snapshot: paced write: %w", err)

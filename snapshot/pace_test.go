@@ -190,3 +190,39 @@ func TestWriterRateLimiter(t *testing.T) {
 		t.Fatalf("paced write past its deadline: %v", err)
 	}
 }
+
+// brokenLimiter fails every wait with an error of its own.
+type brokenLimiter struct{}
+
+var errLimiterBroken = errors.New("limiter broken")
+
+func (brokenLimiter) WaitN(ctx context.Context, n int) error { return errLimiterBroken }
+func (brokenLimiter) Burst() int                             { return 1 << 20 }
+
+// TestPaceErrorNotDeadline: a wait that fails for a reason of the
+// limiter's own, under a context whose deadline is an hour away, is not
+// reported as context.DeadlineExceeded: neither a limiter's own error nor
+// that of a rate.Limiter of burst 0 (which fails every wait, as the
+// Limiter doc says).
+func TestPaceErrorNotDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	keys, values := sortedKVs(rand.New(rand.NewSource(3)), 3000)
+	for name, l := range map[string]Limiter{
+		"broken":       brokenLimiter{},
+		"rate burst 0": rate.NewLimiter(1<<20, 0),
+	} {
+		dir := filepath.Join(t.TempDir(), "snap")
+		err := writePaced(ctx, dir, keys, values, l)
+		if err == nil {
+			t.Fatalf("%s: write succeeded", name)
+		}
+		t.Logf("%s: %v", name, err)
+		if name == "broken" && !errors.Is(err, errLimiterBroken) {
+			t.Errorf("%s: error %q does not wrap the limiter's", name, err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: error %q claims the deadline passed; it is an hour away (ctx.Err() = %v)", name, err, ctx.Err())
+		}
+	}
+}
