@@ -634,7 +634,7 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 	// rootmulti keeps a removed store, emptied, until the next Commit
 	s.dropped = removed
 	for _, key := range removed {
-		d := newDroppedStore(s, key.Name())
+		d := newDroppedStore(s, key.Name(), db.WorkingVersion())
 		if info := db.LastCommitInfo(); info != nil {
 			for _, si := range info.StoreInfos {
 				if si.Name == key.Name() {
@@ -709,8 +709,18 @@ type droppedStore struct {
 
 var _ types.CommitKVStore = (*droppedStore)(nil)
 
-func newDroppedStore(ms *MultiStore, name string) *droppedStore {
-	return &droppedStore{tree: emptyTree(), ms: ms, name: name}
+// newDroppedStore returns the droppedStore of the store name, whose writes
+// are of version working, as in rootmulti, where the emptied store's next
+// version is the multistore's.
+func newDroppedStore(ms *MultiStore, name string, working int64) *droppedStore {
+	t, err := memiavl.New(memiavl.Options{InitialVersion: working})
+	if err != nil {
+		panic(err) // a database's working version is valid
+	}
+	// a store never committed: version 0 and the empty tree's hash, as
+	// TreeStore's LastCommitID
+	last := types.CommitID{Hash: emptyAppHash()}
+	return &droppedStore{tree: t, ms: ms, name: name, last: last}
 }
 
 // emptyTree returns a new empty tree in memory.
@@ -800,13 +810,15 @@ func (d *droppedStore) Query(req *types.RequestQuery) (*types.ResponseQuery, err
 // GetStoreType returns the type of the store it stands for.
 func (*droppedStore) GetStoreType() types.StoreType { return types.StoreTypeIAVL }
 
-// LastCommitID returns the last commit of the store it stands for.
+// LastCommitID returns the last commit of the store it stands for: version
+// 0 and the empty tree's hash when it was never committed.
 func (d *droppedStore) LastCommitID() types.CommitID {
 	return cloneCommitID(d.last)
 }
 
-// WorkingHash returns the hash of an empty tree.
-func (*droppedStore) WorkingHash() []byte { return emptyAppHash() }
+// WorkingHash returns the hash of the store's pairs: those written to it
+// since the load removed it (the empty tree's hash for none).
+func (d *droppedStore) WorkingHash() []byte { return d.tree.RootHash() }
 
 // live reports whether st is a store of the multistore: not a removed
 // store whose removal a Commit completed.
@@ -1274,7 +1286,18 @@ func (s *MultiStore) SetInitialVersion(version int64) error {
 	s.work.Lock()
 	defer s.work.Unlock()
 	applyPending(db, s.trees...)
-	return db.SetInitialVersion(version)
+	if err := db.SetInitialVersion(version); err != nil {
+		return err
+	}
+	// as rootmulti sets it on every IAVL store, the emptied ones too
+	for _, key := range s.dropped {
+		if d, ok := s.stores[key].(*droppedStore); ok {
+			if err := d.tree.SetInitialVersion(version); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // RollbackToVersion implements types.CommitMultiStore: the versions after
