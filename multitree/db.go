@@ -124,6 +124,12 @@ type DB struct {
 	// stores changed, and rebaseErrs rebases that failed; after either the
 	// rewrite replays the log instead (see catchUp).
 	rebases, rebaseSkips, rebaseErrs atomic.Int64
+	// switchGap is how many versions the last switch to a rewrite's
+	// trees caught up itself, on the commit path.
+	switchGap atomic.Int64
+	// beforeInstall, when set (by tests), runs in a background rewrite
+	// before it makes its snapshot durable and current.
+	beforeInstall func(ctx context.Context, version int64)
 	// afterWrite, when set (by tests), runs in a background rewrite after
 	// its snapshot is written and mapped, before the catch-up.
 	afterWrite func(ctx context.Context, version int64)

@@ -21,7 +21,8 @@
 // rewrite catches up with the versions committed meanwhile by rebasing the
 // latest committed trees onto the new snapshot (memiavl.Rebaser): nodes up
 // to the snapshot's version become references into it, and only the nodes
-// created since are copied, once. A
+// created since are copied, once; once the snapshot is current, more
+// rounds catch up with the versions committed while that took. A
 // later Commit switches to the new trees after rebasing the few versions
 // committed since the last catch-up round, a pause that depends on the
 // changes of those versions, not on the state's size. Across store upgrades

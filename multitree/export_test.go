@@ -20,6 +20,22 @@ func DelayRewrites(db *DB, lag int64) {
 	}
 }
 
+// DelayInstalls makes db's background rewrites wait, before they make
+// their snapshot durable and current (beside their catch-up), until lag
+// more versions are committed or the database closes, as a slow disk
+// would. It must be called before the first Commit.
+func DelayInstalls(db *DB, lag int64) {
+	db.beforeInstall = func(ctx context.Context, v int64) {
+		for db.Version() < v+lag && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// SwitchGap returns how many versions the last switch to a background
+// rewrite's trees caught up itself, on the commit path.
+func SwitchGap(db *DB) int64 { return db.switchGap.Load() }
+
 // WaitRewriteBehind waits for the background rewrite running in db if it
 // started lag or more versions before db's version. A test that needs
 // rewrites to switch calls it after each commit, so that they do however

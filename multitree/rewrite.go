@@ -152,13 +152,23 @@ func (db *DB) maybeStartRewriteLocked() {
 		// version rebuilt from it before the switch shares this mapping
 		db.mapGeneration(res.gen)
 		installed := make(chan error, 1)
-		go func() { installed <- db.installRewrite(st, v) }()
+		go func() {
+			if h := db.beforeInstall; h != nil {
+				h(ctx, v)
+			}
+			installed <- db.installRewrite(st, v)
+		}()
 		if h := db.afterWrite; h != nil {
 			h(ctx, v)
 		}
 		res.err = db.catchUp(ctx, res, maps)
 		if err := <-installed; err != nil {
 			res.err = errors.Join(err, res.err)
+		} else if res.err == nil {
+			// the versions committed while the install waited on the
+			// disk, which grows with the snapshot: not for the
+			// switching Commit
+			res.err = db.catchUpRounds(ctx, res)
 		}
 		if res.err != nil && res.gen != nil {
 			res.gen.release()
@@ -195,10 +205,11 @@ func (db *DB) installRewrite(st *stagedSnapshot, v int64) (err error) {
 }
 
 // catchUp brings a rewrite's new trees up to the versions committed while
-// it wrote, off the commit path, in rounds that each start from the latest
-// committed version. The rounds stop when the gap no longer shrinks
-// (commits arrive as fast as a round runs), or after maxCatchUpRounds; the
-// switching Commit catches up with the rest.
+// it wrote, off the commit path, in rounds (catchUpRounds) that each start
+// from the latest committed version. The rounds stop when the gap no
+// longer shrinks (commits arrive as fast as a round runs), or after
+// maxCatchUpRounds; the rewrite runs more rounds once its snapshot is
+// installed, and the switching Commit catches up with the rest.
 //
 // A round rebases the latest version's trees onto the new snapshot
 // (memiavl.Rebaser): the nodes of versions up to the snapshot's become
@@ -208,6 +219,11 @@ func (db *DB) installRewrite(st *stagedSnapshot, v int64) (err error) {
 // be a bug), the rounds replay the log instead, which also works.
 func (db *DB) catchUp(ctx context.Context, res *rewriteResult, maps map[string]*memiavl.NodeMap) error {
 	res.rebasers = newRebasers(res.trees, maps)
+	return db.catchUpRounds(ctx, res)
+}
+
+// catchUpRounds runs catch-up rounds from res.caughtUp (see catchUp).
+func (db *DB) catchUpRounds(ctx context.Context, res *rewriteResult) error {
 	prevGap := int64(-1)
 	for round := 0; round < maxCatchUpRounds && ctx.Err() == nil; round++ {
 		if res.rebasers != nil {
@@ -324,6 +340,9 @@ func (db *DB) switchIfDoneLocked() {
 	}
 	db.mu.rewrite = nil
 	res := job.res
+	if res.err == nil {
+		db.switchGap.Store(db.mu.version - res.caughtUp)
+	}
 	if res.err == nil && res.rebasers != nil && res.caughtUp < db.mu.version {
 		// copies the nodes created since the last catch-up round
 		if trees, err := rebaseAll(db.ctx, res.rebasers, db.mu.trees, db.opts.RewriteConcurrency); err == nil {
