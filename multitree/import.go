@@ -53,7 +53,9 @@ type ImportOptions struct {
 	// version is 0 (nothing committed) or the imported version. The import
 	// is then written beside dir (dir + ".import.tmp") and swapped in only
 	// once complete and durable, so a failed import leaves the existing
-	// database as it was. The swap exchanges the two directories in one
+	// database as it was (a swap that cannot be made durable is undone;
+	// only when the undo fails as well does the error say that the
+	// imported database is in place). The swap exchanges the two directories in one
 	// rename (RENAME_EXCHANGE); on a file system without it, it moves dir
 	// aside (dir + ".replaced.tmp") and the new database to dir, and an
 	// interruption between those two renames is finished by the next
@@ -838,28 +840,72 @@ func (im *Importer) finish() error {
 // to dir by two renames; finishSwap, run by the next writable Open or
 // import, completes a swap interrupted between them. Once the new database
 // is in place and durable, a failure to remove the old one is not the
-// import's failure: it is left for the next import to remove.
+// import's failure: it is left for the next import to remove. When the
+// swap cannot be made durable (the fsync of dir's parent fails), it is
+// undone, so that the failed import leaves the old database in dir; only
+// if the undo fails too does the error say that the imported database is
+// in place.
 func (im *Importer) swap() error {
-	old := im.target // where the exchange leaves the old database
-	err := exchange(im.target, im.dir)
+	staged := im.target
+	old := staged // where the exchange leaves the old database
+	exchanged := true
+	err := exchange(staged, im.dir)
 	if err != nil {
 		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOTSUP) {
-			return fmt.Errorf("multitree: swap %s into %s: %w", im.target, im.dir, err)
+			return fmt.Errorf("multitree: swap %s into %s: %w", staged, im.dir, err)
 		}
+		exchanged = false
 		old = besidePath(im.dir, replacedSuffix)
 		if err := im.renameSwap(old); err != nil {
 			return err
 		}
 	}
+	if err := syncDir(filepath.Dir(im.dir)); err != nil {
+		if uerr := im.unswap(old, exchanged); uerr != nil {
+			im.target = im.dir
+			im.owned = false // it is the database now
+			// a power loss may still bring the old one back
+			return fmt.Errorf("multitree: the imported database is in place in %s, but the swap could not be made durable (%w) nor undone (%w)", im.dir, err, uerr)
+		}
+		return fmt.Errorf("multitree: the swap of the imported database into %s could not be made durable, and was undone: %w", im.dir, err)
+	}
 	im.target = im.dir
 	im.owned = false // it is the database now
-	if err := syncDir(filepath.Dir(im.dir)); err != nil {
-		// a power loss may still bring the old one back
-		return fmt.Errorf("multitree: the imported database is in place in %s, but the swap could not be made durable: %w", im.dir, err)
-	}
 	_ = unlockDir(im.existLock)
 	im.existLock = nil
 	_ = os.RemoveAll(old)
+	return nil
+}
+
+// unswap puts the database that swap replaced back in dir, and the
+// imported one back in the staging directory (im.target), which the
+// import's abort removes. After an exchange it exchanges them back. After
+// swap's two renames it moves the imported database back, marks it
+// unfinished, so that a process stopping before the old database is back
+// leaves finishSwap moving the old one back instead of the imported one,
+// and moves the old one back.
+func (im *Importer) unswap(old string, exchanged bool) error {
+	if exchanged {
+		if err := exchange(im.dir, im.target); err != nil {
+			return err
+		}
+		_ = syncDir(filepath.Dir(im.dir))
+		return nil
+	}
+	if err := os.Rename(im.dir, im.target); err != nil {
+		return err
+	}
+	if err := writeMarker(im.target, finishingMarker); err != nil {
+		// the next writable open moves it back in (finishSwap)
+		im.owned = false
+		return err
+	}
+	if err := os.Rename(old, im.dir); err != nil {
+		// the next writable open moves the old one back (finishSwap)
+		im.owned = false
+		return err
+	}
+	_ = syncDir(filepath.Dir(im.dir))
 	return nil
 }
 
@@ -872,8 +918,11 @@ func exchangeDirs(a, b string) error { return osfile.ExchangeDirs(a, b) }
 
 // renameSwap is swap where the exchange is refused: dir to old, then the
 // staged database to dir. If the second rename fails, the old database is
-// moved back; if that fails too, the staged database is no longer the
-// importer's to remove, since finishSwap moves it in.
+// moved back; if that fails too, the staged database is marked unfinished,
+// so that finishSwap, which the next writable open runs, moves the old one
+// back instead of the staged one in; only where the marker cannot be
+// written either is the staged database no longer the importer's to
+// remove, as finishSwap moves it in.
 func (im *Importer) renameSwap(old string) error {
 	if err := os.RemoveAll(old); err != nil {
 		return err
@@ -883,7 +932,10 @@ func (im *Importer) renameSwap(old string) error {
 	}
 	if err := os.Rename(im.target, im.dir); err != nil {
 		if rerr := os.Rename(old, im.dir); rerr != nil {
-			im.owned = false
+			if merr := writeMarker(im.target, finishingMarker); merr != nil {
+				im.owned = false
+				return errors.Join(err, rerr, merr)
+			}
 			return errors.Join(err, rerr)
 		}
 		return err
