@@ -45,8 +45,8 @@ var cliCrashCalls = []string{"renameat", "unlinkat", "mkdirat", "fsync", "pwrite
 // empty database. After each kill or failure the database must be whole and
 // in the state before the command or the state after it (never lost, never
 // a version between), and running the command again must finish it;
-// import-iavl and import-memiavl must leave their sources as they were. Under -short only every
-// 12th point is tried. Skipped where strace is not installed.
+// import-iavl and import-memiavl must leave their sources as they were. Every point is
+// tried in the full run (MEMIAVL_FULL=1), every 4th without -short and every 12th under -short. Skipped where strace is not installed.
 //
 // Crash points are counted per thread by strace, so a run covers the
 // points of the busiest thread of each call, and those of the others up to
@@ -56,10 +56,9 @@ func TestCLICrashPoints(t *testing.T) {
 		t.Skip("child")
 	}
 	strace := testutil.Strace(t)
-	step := 1
-	if testing.Short() {
-		step = 12
-	}
+	// every point in the full run, every 4th without -short (inside go
+	// test's default timeout), every 12th under -short
+	step := testutil.Size(false, 1, 4, 12)
 	// a database at version 30 with kept snapshots at 10 and 20, its
 	// state-sync stream, and the app hashes of versions 10 and 30
 	src := t.TempDir()
