@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/seed-6dfbb450/memiavl/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
+	testutil.QuickByDefault() // a plain go test runs as one with -short
 	code := m.Run()
 	if benchRoot != "" {
 		_ = os.RemoveAll(benchRoot)

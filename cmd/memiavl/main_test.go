@@ -856,6 +856,7 @@ func buildBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	testutil.QuickByDefault() // a plain go test runs as one with -short
 	code := m.Run()
 	if binPath != "" {
 		os.Remove(binPath)

@@ -239,9 +239,9 @@ func ReadAppHashRecord(t testing.TB, path string) (int64, []byte) {
 
 // Full reports whether the tests run at their largest size: MEMIAVL_FULL=1
 // in the environment (FULL=1 of scripts/test.sh sets it). Without it, a
-// run without -short takes the middle size of the largest campaigns, sized
-// to end well inside go test's default timeout of 10 minutes a package on
-// two processors; -short takes the quick slice.
+// run with -short=false (or MEMIAVL_LONG=1, see QuickByDefault) takes the
+// middle size of the largest campaigns; -short, and a plain go test, the
+// quick slice.
 func Full() bool { return os.Getenv("MEMIAVL_FULL") == "1" }
 
 // Size returns the size of a test that has three: full when fullFlag (a
