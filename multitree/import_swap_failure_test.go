@@ -45,20 +45,7 @@ func TestFailedSwapKeepsOldDatabase(t *testing.T) {
 		t.Skip("child")
 	}
 	strace := testutil.Strace(t)
-	template := filepath.Join(t.TempDir(), "tpl")
-	if _, err := multitree.Import(template, 7, map[string]multitree.NodeSource{"s": leafSource("k", "old", 7)},
-		multitree.ImportOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	value := func(dir string, opts multitree.Options) string {
-		db, err := multitree.Open(dir, opts)
-		if err != nil {
-			return "open: " + err.Error()
-		}
-		defer db.Close()
-		v, _ := db.Get("s", []byte("k"))
-		return fmt.Sprintf("%q at version %d", v, db.Version())
-	}
+	template := swapTemplate(t)
 	for _, renames := range []bool{false, true} {
 		call := "fsync"
 		for n := 1; n < 20; n++ {
@@ -88,7 +75,7 @@ func TestFailedSwapKeepsOldDatabase(t *testing.T) {
 				break
 			}
 			if !bytes.Contains(out, []byte("failed:")) {
-				if got := value(dir, multitree.Options{}); got != `"new" at version 7` {
+				if got := swapValue(dir, multitree.Options{}); got != `"new" at version 7` {
 					t.Errorf("renames %v, EIO at %s #%d: the import succeeded, yet dir holds %s", renames, call, n, got)
 				}
 				continue
@@ -98,8 +85,8 @@ func TestFailedSwapKeepsOldDatabase(t *testing.T) {
 			if j := bytes.IndexByte(out[i:], '\n'); j >= 0 {
 				msg = string(out[i : i+j])
 			}
-			ro := value(dir, multitree.Options{ReadOnly: true})
-			rw := value(dir, multitree.Options{})
+			ro := swapValue(dir, multitree.Options{ReadOnly: true})
+			rw := swapValue(dir, multitree.Options{})
 			note := ""
 			if _, err := os.Lstat(dir + ".import.tmp"); err != nil {
 				note = " (and the old database, which the failed import left in " + filepath.Base(dir) + ".import.tmp, is gone after that open)"
@@ -140,20 +127,7 @@ func TestFailedTwoRenameSwapKeepsOldDatabase(t *testing.T) {
 		t.Skip("child")
 	}
 	strace := testutil.Strace(t)
-	template := filepath.Join(t.TempDir(), "tpl")
-	if _, err := multitree.Import(template, 7, map[string]multitree.NodeSource{"s": leafSource("k", "old", 7)},
-		multitree.ImportOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	value := func(dir string, opts multitree.Options) string {
-		db, err := multitree.Open(dir, opts)
-		if err != nil {
-			return "open: " + err.Error()
-		}
-		defer db.Close()
-		v, _ := db.Get("s", []byte("k"))
-		return fmt.Sprintf("%q at version %d", v, db.Version())
-	}
+	template := swapTemplate(t)
 	for n := 1; n < 30; n++ {
 		dir := filepath.Join(t.TempDir(), "db")
 		testutil.CopyDir(t, template, dir)
@@ -172,8 +146,8 @@ func TestFailedTwoRenameSwapKeepsOldDatabase(t *testing.T) {
 			break
 		}
 		ok := bytes.Contains(out, []byte("IMPORTOK"))
-		ro := value(dir, multitree.Options{ReadOnly: true})
-		rw := value(dir, multitree.Options{})
+		ro := swapValue(dir, multitree.Options{ReadOnly: true})
+		rw := swapValue(dir, multitree.Options{})
 		want := `"old" at version 7`
 		if ok {
 			want = `"new" at version 7`
@@ -187,4 +161,27 @@ func TestFailedTwoRenameSwapKeepsOldDatabase(t *testing.T) {
 			t.Errorf("EIO from rename #%d on: the import failed=%v (%s), yet dir holds: read-only open %s, writable open %s; want %s", n, !ok, msg, ro, rw, want)
 		}
 	}
+}
+
+// swapTemplate returns a database at version 7 whose store "s" holds "old"
+// at "k", which the replacing imports of the tests replace with "new".
+func swapTemplate(t *testing.T) string {
+	template := filepath.Join(t.TempDir(), "tpl")
+	if _, err := multitree.Import(template, 7, map[string]multitree.NodeSource{"s": leafSource("k", "old", 7)},
+		multitree.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return template
+}
+
+// swapValue opens the database in dir with opts and tells what "k" holds
+// and at which version, or why the open failed.
+func swapValue(dir string, opts multitree.Options) string {
+	db, err := multitree.Open(dir, opts)
+	if err != nil {
+		return "open: " + err.Error()
+	}
+	defer db.Close()
+	v, _ := db.Get("s", []byte("k"))
+	return fmt.Sprintf("%q at version %d", v, db.Version())
 }
