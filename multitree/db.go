@@ -15,6 +15,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	storetypes "cosmossdk.io/store/types"
 	ics23 "github.com/cosmos/ics23/go"
@@ -178,6 +179,10 @@ type DB struct {
 		// once prunedAny is set
 		pruned    int64
 		prunedAny bool
+		// dirTime, in a read-only database, is the modification time
+		// of dir when sweepPrunedViews last listed it (zero: list it
+		// next time)
+		dirTime time.Time
 		// rebuilding has each version a ViewAt is rebuilding: other
 		// callers of that version wait for it instead of rebuilding it
 		rebuilding map[int64]*rebuildCall

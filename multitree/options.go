@@ -164,8 +164,9 @@ type Options struct {
 
 	// ViewCacheSize is how many historical views ViewAt keeps open (the
 	// most recently used ones; a view goes from the cache when the prune
-	// removes the snapshot it was rebuilt from). 0 means
-	// DefaultViewCacheSize; negative disables the cache.
+	// removes the snapshot it was rebuilt from, or, in a read-only
+	// database, at its first ViewAt after the writer's prune removed it).
+	// 0 means DefaultViewCacheSize; negative disables the cache.
 	ViewCacheSize int
 
 	// importLock, set by an importer opening the database it wrote for

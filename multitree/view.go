@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	storetypes "cosmossdk.io/store/types"
 
@@ -63,6 +65,7 @@ func (db *DB) ViewAt(version int64) (view *View, err error) {
 	if version > latest || version < 0 {
 		return nil, fmt.Errorf("%w: %d (latest is %d)", ErrVersion, version, latest)
 	}
+	db.sweepPrunedViews()
 	call, v, err := db.cachedOrRebuilding(version)
 	if call == nil {
 		return v, err
@@ -97,7 +100,10 @@ func (db *DB) ViewAt(version int64) (view *View, err error) {
 		db.touchViewLocked(version)
 		return &View{st: cur}, nil
 	}
-	if db.opts.ViewCacheSize > 0 && (!db.views.prunedAny || st.gen.version > db.views.pruned) {
+	// (a read-only database learns of the writer's prunes from the
+	// directory: a view whose snapshot went meanwhile is not cached)
+	if db.opts.ViewCacheSize > 0 && (!db.views.prunedAny || st.gen.version > db.views.pruned) &&
+		!(db.opts.ReadOnly && pruned(db.dir, st.gen.version)) {
 		if db.views.cache == nil {
 			db.views.cache = map[int64]*state{}
 		}
@@ -112,6 +118,49 @@ func (db *DB) ViewAt(version int64) (view *View, err error) {
 		}
 	}
 	return &View{st: st}, nil
+}
+
+// sweepPrunedViews drops from the cache of a read-only database the views
+// rebuilt from snapshots that the writer's prune has removed, which would
+// keep the removed files mapped (and their disk space in use) until
+// evicted: the writer drops its own at the prune (forgetSnapshots), a
+// read-only database finds them gone from dir. dir is listed only when
+// its modification time has changed since the last listing, or was then
+// too recent to tell a later change within the same clock tick apart.
+func (db *DB) sweepPrunedViews() {
+	if !db.opts.ReadOnly {
+		return
+	}
+	db.views.Lock()
+	cached, seen := len(db.views.cache), db.views.dirTime
+	db.views.Unlock()
+	if cached == 0 {
+		return
+	}
+	fi, err := os.Stat(db.dir)
+	if err != nil || (!seen.IsZero() && fi.ModTime().Equal(seen)) {
+		return
+	}
+	kept, err := listSnapshots(db.dir)
+	if err != nil {
+		return
+	}
+	db.views.Lock()
+	defer db.views.Unlock()
+	db.views.dirTime = time.Time{}
+	if time.Since(fi.ModTime()) > time.Second {
+		db.views.dirTime = fi.ModTime()
+	}
+	order := db.views.order[:0]
+	for _, ver := range db.views.order {
+		if st := db.views.cache[ver]; !slices.Contains(kept, st.gen.version) {
+			st.gen.release()
+			delete(db.views.cache, ver)
+			continue
+		}
+		order = append(order, ver)
+	}
+	db.views.order = order
 }
 
 // rebuildCall is a rebuild of a version by ViewAt that other callers of the
