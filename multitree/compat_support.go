@@ -18,9 +18,13 @@ import (
 // Small additions used by the Cosmos SDK adapters (package compat).
 
 // Pin takes one more reference on the snapshots the view reads, provided
-// they are still mapped: it succeeds while v or any other holder (another
-// view, the database's own working state) keeps them, even after v itself
-// was released, and reports false once they have been unmapped. While pinned,
+// they are still held for it: it succeeds while v or any other holder of
+// the same generation keeps them, even after v itself was released (for a
+// view of View, another such view or the database's own working state,
+// until it switches to a newer snapshot; for a version rebuilt by ViewAt,
+// another view of that rebuild or the cache), and reports false once the
+// last has let go, even if the files stay mapped for other versions that
+// share them. While pinned,
 // the view's trees may be read. Each successful Pin must be paired with one
 // Unpin.
 //
