@@ -93,7 +93,7 @@ func (l *Log) appendSync(e *Entry) error {
 	recs[0] = pendingRecord{}
 	l.w.pend = recs[:0]
 	if err == nil {
-		err = l.syncAfterWriteLocked(1, false)
+		err = l.syncAfterWriteLocked(false)
 	}
 	if err != nil {
 		l.fail(err)
@@ -191,7 +191,7 @@ func (l *Log) flush(always bool) error {
 	if err := l.stickyErr(); err != nil {
 		return err
 	}
-	err := l.syncAfterWriteLocked(0, true)
+	err := l.syncAfterWriteLocked(true)
 	if err == nil && always {
 		err = l.syncUnsyncedLocked()
 	}
@@ -345,7 +345,7 @@ func (l *Log) runBatch(reqs []request) []request {
 			err = l.writeLocked(recs)
 		}
 		if err == nil {
-			err = l.syncAfterWriteLocked(len(recs), force)
+			err = l.syncAfterWriteLocked(force)
 		}
 		if err == nil && always {
 			err = l.syncUnsyncedLocked()
@@ -401,16 +401,10 @@ func (l *Log) syncIfDue() {
 	}
 }
 
-// syncAfterWriteLocked accounts for n newly written entries and fsyncs as
-// the policy requires; force asks for an fsync unless the policy is
-// SyncNone. w must be held.
-func (l *Log) syncAfterWriteLocked(n int, force bool) error {
-	if n > 0 {
-		if l.w.unsynced == 0 {
-			l.w.oldest = time.Now()
-		}
-		l.w.unsynced += n
-	}
+// syncAfterWriteLocked fsyncs the entries written since the last fsync
+// (writeRunLocked counts them) as the policy requires; force asks for an
+// fsync unless the policy is SyncNone. w must be held.
+func (l *Log) syncAfterWriteLocked(force bool) error {
 	if l.w.unsynced == 0 || l.w.f == nil {
 		return nil
 	}
@@ -575,8 +569,8 @@ func (l *Log) dropAheadLocked() error {
 	return nil
 }
 
-// writeRunLocked writes consecutive records with one write call and makes
-// them visible to readers.
+// writeRunLocked writes consecutive records with one write call, makes
+// them visible to readers and counts them unsynced.
 func (l *Log) writeRunLocked(run []pendingRecord) error {
 	if len(run) == 0 {
 		return nil
@@ -600,6 +594,12 @@ func (l *Log) writeRunLocked(run []pendingRecord) error {
 	}
 	l.w.size += int64(len(data))
 	l.w.ahead = false
+	// counted as they reach the file, so that a later run of the same
+	// batch that fails leaves these to the policy's timer and Close
+	if l.w.unsynced == 0 {
+		l.w.oldest = time.Now()
+	}
+	l.w.unsynced += len(run)
 	if l.w.size-l.w.wbFrom >= writebackChunk {
 		// Start writing the segment back without waiting, so that the
 		// fsync that ends it (or an fsync policy's) finds little left to
