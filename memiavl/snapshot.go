@@ -163,7 +163,9 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts [
 			// height): the check, run to its end, tells damage from other
 			// failures.
 			if ctx.Err() == nil {
-				if cerr := checked(true); cerr != nil && ctx.Err() == nil {
+				if cerr := checked(true); errors.Is(cerr, snapshot.ErrClosed) {
+					return err // released under the write: not damage
+				} else if cerr != nil && ctx.Err() == nil {
 					return fmt.Errorf("%w: the snapshot the write copies from: %w (the write failed: %w)", ErrCorrupt, cerr, err)
 				}
 			}
@@ -173,6 +175,9 @@ func (t *Tree) writeSnapshot(ctx context.Context, dir string, m *NodeMap, opts [
 	if err := checked(true); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, snapshot.ErrClosed) {
+			return err // released under the write: not damage
 		}
 		return fmt.Errorf("%w: the snapshot the write copies from: %w", ErrCorrupt, err)
 	}
