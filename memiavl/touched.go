@@ -60,10 +60,12 @@ var maxTouchWords = 1 << 22
 func newTouchSet(from int64, hint int64) *touchSet {
 	s := &touchSet{from: from}
 	capacity := int64(minTouchKeys)
+	// clamped first: the next power of two of a hint above 2^62 would
+	// not fit an int64
+	hint = min(hint, int64(maxTouchWords)*4)
 	if hint > capacity {
 		capacity = int64(1) << bits.Len64(uint64(hint-1)) // next power of two
 	}
-	capacity = min(capacity, int64(maxTouchWords)*4)
 	s.chain.Store(&[]*touchBloom{newTouchBloom(capacity)})
 	return s
 }
