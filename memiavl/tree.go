@@ -269,6 +269,7 @@ func (t *Tree) StartNextTouches() bool {
 // (ErrTooLarge) and a change of a tree saved at the last version
 // (math.MaxInt64), which has no working version (ErrVersion).
 func (t *Tree) Set(key, value []byte) (updated bool, err error) {
+	t.rewroteLeaf = false // a refused Set replaces nothing either
 	if key == nil {
 		return false, ErrNilKey
 	}
@@ -287,7 +288,6 @@ func (t *Tree) Set(key, value []byte) (updated bool, err error) {
 	t.dirty = true
 	t.changes++
 	t.mutations++
-	t.rewroteLeaf = false
 	v := t.WorkingVersion()
 	if t.root.isNil() {
 		t.root = memRef(newLeaf(key, value, v))
