@@ -30,6 +30,13 @@ func openReadOnlyPebble(path string) (*readOnlyPebble, error) {
 	if _, err := os.Stat(filepath.Join(path, "CURRENT")); err != nil {
 		return nil, fmt.Errorf("%s holds no pebble database: %w", path, err)
 	}
+	// pebble keeps OPTIONS-<n> files, which goleveldb does not. pebble
+	// reads a goleveldb database's log, so without this a goleveldb
+	// database would open, and pebble's lock (fcntl) does not see a
+	// running goleveldb node's (flock): its live files would be read.
+	if m, err := filepath.Glob(filepath.Join(path, "OPTIONS-*")); err != nil || len(m) == 0 {
+		return nil, fmt.Errorf("%s holds no pebble database (no OPTIONS file; it looks like a goleveldb database: try --backend goleveldb)", path)
+	}
 	db, err := pebble.Open(path, &pebble.Options{ReadOnly: true, ErrorIfNotExists: true, Logger: quietLogger{}})
 	if err != nil {
 		return nil, err
