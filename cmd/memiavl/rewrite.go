@@ -260,8 +260,15 @@ func runRewrite(ctx context.Context, stdout, stderr io.Writer, dir string, o rew
 	}
 	estimate := estimateSnapshotBytes(db, dir, base)
 	tmp := filepath.Join(dir, snapshotDirName(version)+tmpSuffix)
+	// the log after the base snapshot: from the version after it, or
+	// from the first version of a database that began at an initial
+	// version after snapshot 0
+	replayed := version - base
+	if first, _, err := walRange(filepath.Join(dir, walDirName), 0); err == nil && first > base+1 {
+		replayed = version - first + 1
+	}
 	fmt.Fprintf(stderr, "rewrite-snapshot: writing the snapshot of version %d (base snapshot %d, %d versions in the log after it)\n",
-		version, base, version-base)
+		version, base, replayed)
 
 	start := time.Now()
 	done := make(chan struct{})
