@@ -3,9 +3,13 @@ package benchmarks
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash"
 	"math"
 	"os"
 	"os/exec"
@@ -32,8 +36,9 @@ import (
 //	MEMIAVL_BENCH_COMPARE=1 go test -run TestSyncComparison -v
 //
 // Both sides write their log synchronously at each commit without fsync
-// (the reference never fsyncs its log; this database runs with
-// SyncNone), rewrite snapshots in the background every
+// (the reference fsyncs its log only when a segment fills and at close;
+// this database runs with SyncNone, which fsyncs a segment when it rolls
+// to the next and at close), rewrite snapshots in the background every
 // MEMIAVL_BENCH_COMPARE_INTERVAL versions (default 200) and keep no older
 // snapshot. The workload: MEMIAVL_BENCH_COMPARE_SCALE (default 1) and
 // MEMIAVL_BENCH_COMPARE_BLOCKS (default 700), as 'memiavl bench' at its
@@ -56,12 +61,16 @@ import (
 //     (sampled every millisecond) and of the resident set (VmHWM after a
 //     reset through /proc/self/clear_refs) over their values before it.
 //
-// A third child, once, only generates the same blocks (and converts them
-// for the reference, as its side does) with no database: its peak RSS is
-// what the test binary and the generator take on their own, and the table
-// also gives each side's peak RSS above it, the database's part.
+// Two more children run no database: one only generates the same blocks,
+// as ours' side does, the other also converts them for the reference, as
+// its side does. Their peak RSS is what the test binary and the
+// generator take on their own, and the table also gives each side's peak
+// RSS above its own baseline (the median of as many runs as the side's),
+// the database's part.
 //
-// Both must end with the same app hash. MEMIAVL_BENCH_COMPARE_RUNS (default
+// Both must end with the same app hash, and after the offline rewrite,
+// reopened (not timed), with the same pairs in every store (a digest of
+// them). MEMIAVL_BENCH_COMPARE_RUNS (default
 // 1) runs each side that many times, alternating which goes first; the
 // table then gives each metric's median and range, and the ratio of the
 // medians: on a noisy machine one run of each side is not enough to
@@ -69,8 +78,13 @@ import (
 
 const childEnv = "MEMIAVL_BENCH_CHILD"
 
-// implBaseline is the comparison's child that runs no database.
-const implBaseline = "baseline"
+// implBaseline and implBaselineRef are the comparison's children that run
+// no database: the first generates the blocks as ours' side does, the
+// second also converts them as the reference's side does.
+const (
+	implBaseline    = "baseline"
+	implBaselineRef = "baseline-ref"
+)
 
 type compareResult struct {
 	Impl           string    `json:"impl"`
@@ -94,6 +108,9 @@ type compareResult struct {
 	RewriteHeap    int64     `json:"offline_rewrite_heap_growth_bytes"`
 	RewriteRSS     int64     `json:"offline_rewrite_rss_growth_bytes"`
 	AppHash        string    `json:"app_hash"`
+	// Digest hashes every store's pairs after the offline rewrite (see
+	// syncTarget.digest)
+	Digest string `json:"pairs_digest"`
 	// Baseline is the peak RSS of the child that runs no database (set
 	// by the parent)
 	Baseline int64 `json:"-"`
@@ -145,16 +162,32 @@ func TestSyncComparison(t *testing.T) {
 		if r.AppHash != ours[0].AppHash {
 			t.Errorf("app hashes differ: %s %s, ours %s", r.Impl, r.AppHash, ours[0].AppHash)
 		}
+		if r.Digest != ours[0].Digest {
+			t.Errorf("pairs after the offline rewrite differ: %s %s, ours %s", r.Impl, r.Digest, ours[0].Digest)
+		}
 	}
-	base := runCompareChild(t, implBaseline)
-	for i := range ours {
-		ours[i].Baseline = base.PeakRSS
+	// each side's baseline, as many times as each side ran: its median
+	// is subtracted from the side's peak RSS
+	for _, side := range []struct {
+		impl, what string
+		rs         []compareResult
+	}{
+		{implBaseline, "generating the blocks", ours},
+		{implBaselineRef, "generating the blocks and converting them for the reference", ref},
+	} {
+		var peaks, anon, file []float64
+		for run := int64(0); run < p.runs; run++ {
+			b := runCompareChild(t, side.impl)
+			peaks = append(peaks, float64(b.PeakRSS))
+			anon = append(anon, float64(b.PeakAnon))
+			file = append(file, float64(b.PeakFile))
+		}
+		for i := range side.rs {
+			side.rs[i].Baseline = int64(median(peaks))
+		}
+		t.Logf("%s (the test binary %s, no database): peak RSS %.1f MiB (anonymous %.1f, file-backed %.1f), median of %d",
+			side.impl, side.what, median(peaks)/(1<<20), median(anon)/(1<<20), median(file)/(1<<20), len(peaks))
 	}
-	for i := range ref {
-		ref[i].Baseline = base.PeakRSS
-	}
-	t.Logf("baseline (the test binary generating the blocks, no database): peak RSS %.1f MiB (anonymous %.1f, file-backed %.1f)",
-		float64(base.PeakRSS)/(1<<20), float64(base.PeakAnon)/(1<<20), float64(base.PeakFile)/(1<<20))
 	t.Log("\n" + formatComparison(ours, ref))
 }
 
@@ -247,6 +280,7 @@ func formatComparison(ours, ref []compareResult) string {
 			i+1, len(ours[i].Rewrites), len(ref[i].Rewrites), ours[i].Replayed, ref[i].Replayed)
 	}
 	fmt.Fprintf(&b, "\napp hash: ours %s, refmemiavl %s\n", ours[0].AppHash, ref[0].AppHash)
+	fmt.Fprintf(&b, "pairs after the offline rewrite: ours %s, refmemiavl %s\n", ours[0].Digest, ref[0].Digest)
 	return b.String()
 }
 
@@ -286,7 +320,41 @@ type syncTarget interface {
 	appHash() []byte
 	snapshotVersion() int64
 	version() int64
+	// digest is a hash of every store's name and pairs, in order, read
+	// from the database's latest version
+	digest() (string, error)
 	close() error
+}
+
+// pairDigest hashes stores' names and pairs as digest does: each store
+// (in name order) calls add for each pair in key order.
+type pairDigest struct {
+	h     hash.Hash
+	pairs int
+}
+
+func newPairDigest() *pairDigest { return &pairDigest{h: sha256.New()} }
+
+func (d *pairDigest) field(b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	d.h.Write(n[:])
+	d.h.Write(b)
+}
+
+func (d *pairDigest) pair(k, v []byte) {
+	d.field(k)
+	d.field(v)
+	d.pairs++
+}
+
+// sum returns the digest, with the number of pairs hashed (the workload
+// always leaves some: a digest of none is an error).
+func (d *pairDigest) sum() (string, error) {
+	if d.pairs == 0 {
+		return "", errors.New("no pairs to hash")
+	}
+	return fmt.Sprintf("%d pairs, sha256 %x", d.pairs, d.h.Sum(nil)), nil
 }
 
 type oursTarget struct{ db *multitree.DB }
@@ -306,6 +374,29 @@ func (o oursTarget) appHash() []byte        { return o.db.LastCommitInfo().Hash(
 func (o oursTarget) snapshotVersion() int64 { return o.db.SnapshotVersion() }
 func (o oursTarget) version() int64         { return o.db.Version() }
 func (o oursTarget) close() error           { return o.db.Close() }
+func (o oursTarget) digest() (string, error) {
+	v, err := o.db.View()
+	if err != nil {
+		return "", err
+	}
+	defer v.Release()
+	d := newPairDigest()
+	names := v.StoreNames()
+	slices.Sort(names)
+	for _, name := range names {
+		d.field([]byte(name))
+		it := v.Tree(name).Iterator(nil, nil, true)
+		for ; it.Valid(); it.Next() {
+			d.pair(it.Key(), it.Value())
+		}
+		err := it.Error()
+		it.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	return d.sum()
+}
 
 type refTarget struct{ db *refmemiavl.DB }
 
@@ -323,6 +414,24 @@ func (r refTarget) appHash() []byte        { return RefCommitInfo(r.db.LastCommi
 func (r refTarget) snapshotVersion() int64 { return r.db.SnapshotVersion() }
 func (r refTarget) version() int64         { return r.db.Version() }
 func (r refTarget) close() error           { return r.db.Close() }
+func (r refTarget) digest() (string, error) {
+	d := newPairDigest()
+	trees := slices.Clone(r.db.Trees())
+	slices.SortFunc(trees, func(a, b refmemiavl.NamedTree) int { return strings.Compare(a.Name, b.Name) })
+	for _, nt := range trees {
+		d.field([]byte(nt.Name))
+		it := nt.Tree.Iterator(nil, nil, true)
+		for ; it.Valid(); it.Next() {
+			d.pair(it.Key(), it.Value())
+		}
+		err := it.Error()
+		it.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	return d.sum()
+}
 
 func openTarget(impl, dir string, p compareParams, stores []string, create bool) (syncTarget, error) {
 	switch impl {
@@ -391,8 +500,8 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if impl == implBaseline {
-		return baselineChild(gen, p), nil
+	if impl == implBaseline || impl == implBaselineRef {
+		return baselineChild(impl, gen, p), nil
 	}
 	tmp, err := os.MkdirTemp("", "memiavl-compare-")
 	if err != nil {
@@ -441,13 +550,12 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 			blocks = append(blocks, t2.Sub(t0))
 		}
 		// both databases switch to a finished background rewrite in a
-		// commit and start the next one when interval versions have
-		// passed since the last start
+		// commit; see startsRewrite for when they start one
 		if pending != 0 && tg.snapshotVersion() == pending {
 			res.Rewrites = append(res.Rewrites, t2.Sub(pendingAt).Seconds())
 			pending = 0
 		}
-		if pending == 0 && v-lastStart >= p.interval {
+		if pending == 0 && startsRewrite(impl, v, lastStart, p.interval) {
 			pending, pendingAt, lastStart = v, t2, v
 		}
 	}
@@ -468,6 +576,11 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 	}
 	res.OpenSeconds = time.Since(t).Seconds()
 	res.Replayed = tg.version() - tg.snapshotVersion()
+	if res.Replayed == 0 {
+		// the offline rewrite would write nothing (ours) or fail (the
+		// reference): the last background rewrite holds the last version
+		return nil, fmt.Errorf("the snapshot holds the last version %d: nothing for the offline rewrite to write (take a number of blocks that is not a multiple of the interval)", tg.version())
+	}
 	if h := hex.EncodeToString(tg.appHash()); h != res.AppHash {
 		return nil, fmt.Errorf("app hash after open + replay %s, committed %s", h, res.AppHash)
 	}
@@ -500,25 +613,58 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	res.PeakRSS = max(peak, vmHWM())
+	// Not timed: the rewritten snapshot is opened again, which must give
+	// the committed app hash, and its pairs are hashed (Digest), which
+	// the parent compares between the sides: a rewrite is only fast if
+	// it wrote the right trees. (Right after the rewrite, ours still
+	// reports the commit info it had before.)
+	if err := tg.close(); err != nil {
+		return nil, err
+	}
+	if tg, err = openTarget(impl, dir, compareParams{interval: math.MaxInt32}, nil, false); err != nil {
+		return nil, fmt.Errorf("open after the offline rewrite: %w", err)
+	}
+	if tg.snapshotVersion() != tg.version() {
+		return nil, fmt.Errorf("after the offline rewrite the snapshot is at version %d, the database at %d", tg.snapshotVersion(), tg.version())
+	}
 	if h := hex.EncodeToString(tg.appHash()); h != res.AppHash {
 		return nil, fmt.Errorf("app hash after the offline rewrite %s, committed %s", h, res.AppHash)
+	}
+	if res.Digest, err = tg.digest(); err != nil {
+		return nil, fmt.Errorf("pairs after the offline rewrite: %w", err)
 	}
 	if err := tg.close(); err != nil {
 		return nil, err
 	}
-	res.PeakRSS = max(peak, vmHWM())
 	return res, nil
 }
 
-// baselineChild generates the blocks as syncChild does, and converts them
-// for the reference as its side does, with no database, and returns the
-// peak resident sets.
-func baselineChild(gen *workload.Generator, p compareParams) *compareResult {
-	res := &compareResult{Impl: implBaseline}
+// startsRewrite reports whether the commit of version v starts a
+// background rewrite, lastStart being the version that started the last
+// one (0: none), when none is running: ours starts one once interval
+// versions have passed since the last; the reference only at the
+// multiples of the interval (a rewrite still running then is not
+// started later).
+func startsRewrite(impl string, v, lastStart, interval int64) bool {
+	if impl == implRef {
+		return v%interval == 0
+	}
+	return v-lastStart >= interval
+}
+
+// baselineChild generates the blocks as syncChild does, with no database,
+// and returns the peak resident sets. For impl implBaselineRef it also
+// converts them for the reference, as the reference's side does.
+func baselineChild(impl string, gen *workload.Generator, p compareParams) *compareResult {
+	res := &compareResult{Impl: impl}
 	var keep any
 	for v := int64(1); v <= p.blocks; v++ {
 		css := gen.Block(v)
-		keep = RefChangeSets(css) // as the reference's prepare
+		keep = css
+		if impl == implBaselineRef {
+			keep = RefChangeSets(css) // as the reference's prepare
+		}
 		res.PeakAnon = max(res.PeakAnon, sysstat.ProcStatus("RssAnon:"))
 		res.PeakFile = max(res.PeakFile, sysstat.ProcStatus("RssFile:"))
 	}
