@@ -19,6 +19,7 @@ import (
 	"github.com/cosmos/iavl"
 	iavldb "github.com/cosmos/iavl/db"
 	refmemiavl "github.com/crypto-org-chain/cronos/memiavl"
+	tidwal "github.com/tidwall/wal"
 
 	"github.com/seed-6dfbb450/memiavl/internal/workload"
 	"github.com/seed-6dfbb450/memiavl/multitree"
@@ -30,7 +31,7 @@ import (
 // per process into a directory per implementation:
 //
 //	ours         this database; a snapshot at snapAt, the log after it
-//	refmemiavl   the reference memiavl v0.1.0, the same snapshot version
+//	refmemiavl   the reference memiavl v0.1.0, the same snapshot and log
 //	iavl-fast    cosmos/iavl v1 on goleveldb with fast nodes
 //	iavl-nofast  the same without fast nodes (iavl-disable-fastnode)
 //
@@ -315,7 +316,22 @@ func (f *chainFixture) buildRef(dir string) error {
 		return err
 	}
 	closed = true
-	return db.Close()
+	if err := db.Close(); err != nil {
+		return err
+	}
+	// Its rewrite and reload leave the log whole (its background rewrite
+	// prunes it): cut it before the snapshot, as ours is, so that an
+	// open of either replays the same versions from logs of the same
+	// length. Its log indexes are its versions (initial version 0).
+	log, err := refmemiavl.OpenWAL(filepath.Join(dir, "wal"), &tidwal.Options{NoCopy: true})
+	if err != nil {
+		return err
+	}
+	if err := log.TruncateFront(uint64(f.snapAt) + 1); err != nil {
+		log.Close()
+		return err
+	}
+	return log.Close()
 }
 
 // ---- cosmos/iavl
