@@ -515,7 +515,8 @@ func open(dir string, opts Options) (_ *DB, err error) {
 			}
 			return nil, firstSegmentMissing(dir, first, rec)
 		}
-		if first > 1 {
+		if first > 1 || (first == 1 && db.mu.initial > 1) {
+			// (lowered to 1, or to 0, which numbers the same)
 			db.mu.initial = first
 		}
 	}
