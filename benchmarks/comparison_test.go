@@ -342,10 +342,25 @@ func (d *pairDigest) field(b []byte) {
 	d.h.Write(b)
 }
 
-func (d *pairDigest) pair(k, v []byte) {
-	d.field(k)
-	d.field(v)
-	d.pairs++
+// pairIterator is what both sides' tree iterators offer.
+type pairIterator interface {
+	Valid() bool
+	Next()
+	Key() []byte
+	Value() []byte
+	Error() error
+	Close() error
+}
+
+// store hashes the store name and the pairs of it, which it closes.
+func (d *pairDigest) store(name string, it pairIterator) error {
+	d.field([]byte(name))
+	for ; it.Valid(); it.Next() {
+		d.field(it.Key())
+		d.field(it.Value())
+		d.pairs++
+	}
+	return errors.Join(it.Error(), it.Close())
 }
 
 // sum returns the digest, with the number of pairs hashed (the workload
@@ -384,14 +399,7 @@ func (o oursTarget) digest() (string, error) {
 	names := v.StoreNames()
 	slices.Sort(names)
 	for _, name := range names {
-		d.field([]byte(name))
-		it := v.Tree(name).Iterator(nil, nil, true)
-		for ; it.Valid(); it.Next() {
-			d.pair(it.Key(), it.Value())
-		}
-		err := it.Error()
-		it.Close()
-		if err != nil {
+		if err := d.store(name, v.Tree(name).Iterator(nil, nil, true)); err != nil {
 			return "", err
 		}
 	}
@@ -419,14 +427,7 @@ func (r refTarget) digest() (string, error) {
 	trees := slices.Clone(r.db.Trees())
 	slices.SortFunc(trees, func(a, b refmemiavl.NamedTree) int { return strings.Compare(a.Name, b.Name) })
 	for _, nt := range trees {
-		d.field([]byte(nt.Name))
-		it := nt.Tree.Iterator(nil, nil, true)
-		for ; it.Valid(); it.Next() {
-			d.pair(it.Key(), it.Value())
-		}
-		err := it.Error()
-		it.Close()
-		if err != nil {
+		if err := d.store(nt.Name, nt.Tree.Iterator(nil, nil, true)); err != nil {
 			return "", err
 		}
 	}
