@@ -1917,16 +1917,7 @@ func (db *DB) dropViewsBefore(v int64) {
 	db.views.Lock()
 	defer db.views.Unlock()
 	db.views.floor = max(db.views.floor, v)
-	order := db.views.order[:0]
-	for _, ver := range db.views.order {
-		if ver < v {
-			db.views.cache[ver].gen.release()
-			delete(db.views.cache, ver)
-			continue
-		}
-		order = append(order, ver)
-	}
-	db.views.order = order
+	db.dropViewsLocked(func(ver int64, _ *state) bool { return ver < v })
 }
 
 // dropRewriteLocked stops a running background rewrite, waits for it and

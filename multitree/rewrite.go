@@ -492,16 +492,7 @@ func (db *DB) forgetSnapshots(versions []int64) {
 	defer db.views.Unlock()
 	db.views.pruned = max(db.views.pruned, slices.Max(versions))
 	db.views.prunedAny = true
-	order := db.views.order[:0]
-	for _, ver := range db.views.order {
-		if st := db.views.cache[ver]; slices.Contains(versions, st.gen.version) {
-			st.gen.release()
-			delete(db.views.cache, ver)
-			continue
-		}
-		order = append(order, ver)
-	}
-	db.views.order = order
+	db.dropViewsLocked(func(_ int64, st *state) bool { return slices.Contains(versions, st.gen.version) })
 }
 
 // writeSnapshotDir writes the saved version of trees as snapshot directory

@@ -83,6 +83,10 @@ func (db *DB) ViewAt(version int64) (view *View, err error) {
 	if h := db.afterRebuild; h != nil {
 		h(version)
 	}
+	// a read-only database learns of the writer's prunes from the
+	// directory, listed before the lock: a view whose snapshot went
+	// meanwhile is not cached
+	gone := db.opts.ReadOnly && pruned(db.dir, st.gen.version)
 	db.views.Lock()
 	defer db.views.Unlock()
 	if db.views.closed {
@@ -100,10 +104,7 @@ func (db *DB) ViewAt(version int64) (view *View, err error) {
 		db.touchViewLocked(version)
 		return &View{st: cur}, nil
 	}
-	// (a read-only database learns of the writer's prunes from the
-	// directory: a view whose snapshot went meanwhile is not cached)
-	if db.opts.ViewCacheSize > 0 && (!db.views.prunedAny || st.gen.version > db.views.pruned) &&
-		!(db.opts.ReadOnly && pruned(db.dir, st.gen.version)) {
+	if db.opts.ViewCacheSize > 0 && (!db.views.prunedAny || st.gen.version > db.views.pruned) && !gone {
 		if db.views.cache == nil {
 			db.views.cache = map[int64]*state{}
 		}
@@ -151,9 +152,15 @@ func (db *DB) sweepPrunedViews() {
 	if time.Since(fi.ModTime()) > time.Second {
 		db.views.dirTime = fi.ModTime()
 	}
+	db.dropViewsLocked(func(_ int64, st *state) bool { return !slices.Contains(kept, st.gen.version) })
+}
+
+// dropViewsLocked releases the cached views for which drop, given the
+// view's version and state, reports true. db.views must be held.
+func (db *DB) dropViewsLocked(drop func(version int64, st *state) bool) {
 	order := db.views.order[:0]
 	for _, ver := range db.views.order {
-		if st := db.views.cache[ver]; !slices.Contains(kept, st.gen.version) {
+		if st := db.views.cache[ver]; drop(ver, st) {
 			st.gen.release()
 			delete(db.views.cache, ver)
 			continue
