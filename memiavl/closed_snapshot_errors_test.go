@@ -3,7 +3,6 @@ package memiavl_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -20,7 +19,7 @@ func TestClosedSnapshotIsNotCorrupt(t *testing.T) {
 		name string
 		op   func(tr *memiavl.Tree) error
 	}{
-		{"Get", func(tr *memiavl.Tree) error { _, err := tr.Get([]byte("k0001")); return err }},
+		{"Get", func(tr *memiavl.Tree) error { _, err := tr.Get([]byte("key-00001")); return err }},
 		{"Set", func(tr *memiavl.Tree) error { _, err := tr.Set([]byte("zz"), []byte("x")); return err }},
 		{"RootHashChecked", func(tr *memiavl.Tree) error { _, err := tr.RootHashChecked(); return err }},
 		{"Export", func(tr *memiavl.Tree) error { e := tr.Export(); defer e.Close(); _, err := e.Next(); return err }},
@@ -32,32 +31,13 @@ func TestClosedSnapshotIsNotCorrupt(t *testing.T) {
 			return err
 		}},
 	}
-	src, _ := memiavl.New(memiavl.Options{})
-	for i := 0; i < 300; i++ {
-		if _, err := src.Set([]byte(fmt.Sprintf("k%04d", i)), []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, _, err := src.SaveVersion(); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "s")
-	if err := src.WriteSnapshot(context.Background(), dir); err != nil {
-		t.Fatal(err)
-	}
+	dir, _, _ := mappedTree(t, keysTree(t, 300, ""))
 	for _, o := range ops {
-		s, err := snapshot.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := memiavl.NewFromSnapshot(s, memiavl.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, tr := openSnapshot(t, dir)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		err = o.op(tr)
+		err := o.op(tr)
 		if !errors.Is(err, snapshot.ErrClosed) || errors.Is(err, memiavl.ErrCorrupt) {
 			t.Errorf("%s on a tree whose snapshot was closed: %v\n  wraps ErrClosed %v, ErrCorrupt %v; want ErrClosed and not ErrCorrupt",
 				o.name, err, errors.Is(err, snapshot.ErrClosed), errors.Is(err, memiavl.ErrCorrupt))
