@@ -445,18 +445,25 @@ func (l *Log) syncLocked() error {
 // are gone. The log has failed; its written version goes back to the
 // last record kept, so a Replay of the records cut off fails with the
 // log's error instead of reading past the end of the file (a Replay
-// already reading them gets a read error). w must be held.
+// already reading them gets a read error). When the cut itself fails, the
+// records stay in the file but the written version goes back all the
+// same: they are not durable, and no Replay of this log serves them. w
+// must be held.
 func (l *Log) discardUnsyncedLocked() {
 	if l.w.f == nil || l.w.size <= l.w.synced {
 		return
 	}
-	if l.w.f.Truncate(l.w.synced) != nil {
-		return
+	cut := l.w.f.Truncate(l.w.synced) == nil
+	if cut {
+		_ = l.w.f.Sync()
+		l.w.size = l.w.synced
 	}
-	_ = l.w.f.Sync()
-	l.w.size = l.w.synced
 	l.mu.Lock()
-	l.mu.segments[len(l.mu.segments)-1].size = l.w.synced
+	if cut {
+		l.mu.segments[len(l.mu.segments)-1].size = l.w.synced
+	}
+	// the records past the last fsync are not durable whether or not
+	// the cut succeeded: a Replay must not serve them
 	l.mu.written = min(l.mu.written, l.w.syncedV)
 	l.mu.Unlock()
 }

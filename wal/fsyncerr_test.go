@@ -179,3 +179,61 @@ func TestFsyncFailureReplayOfDiscarded(t *testing.T) {
 		_ = l.Close()
 	}
 }
+
+// truncFailFS is lostFS whose truncations fail.
+type truncFailFS struct{ *lostFS }
+
+type truncFailFile struct{ file }
+
+func (f truncFailFile) Truncate(int64) error { return errors.New("input/output error") }
+
+func (t truncFailFS) Create(p string) (file, error) {
+	f, err := t.lostFS.Create(p)
+	if err != nil {
+		return nil, err
+	}
+	return truncFailFile{f}, nil
+}
+
+func (t truncFailFS) OpenFile(p string, ro bool) (file, error) {
+	f, err := t.lostFS.OpenFile(p, ro)
+	if err != nil {
+		return nil, err
+	}
+	return truncFailFile{f}, nil
+}
+
+// TestFsyncFailureCutFailsReplayRefused: when the cut after a failed fsync
+// fails too, the records past the last fsync stay in the file, but they
+// are no more durable than if they were cut: WrittenVersion goes back to
+// the last fsynced record and a Replay of the others fails with the log's
+// error instead of serving them.
+func TestFsyncFailureCutFailsReplayRefused(t *testing.T) {
+	rng := newRand(t)
+	entries := makeEntries(rng, 6, smallShape)
+	for _, async := range []int{0, 2} {
+		fs := truncFailFS{&lostFS{memFS: newMemFS(), lost: map[*memNode][][2]int64{}}}
+		opts := Options{fs: fs, Sync: SyncGrouped, AsyncBuffer: async, GroupCount: 100, GroupInterval: time.Hour}
+		l := mustOpen(t, memDir, opts)
+		mustAppend(t, l, entries[:3]...)
+		if err := l.Flush(); err != nil { // fsyncs
+			t.Fatal(err)
+		}
+		mustAppend(t, l, entries[3:5]...)
+		fs.fail = 1
+		serr := l.Flush()
+		if serr == nil {
+			t.Fatalf("async %d: the fsync failure was not reported", async)
+		}
+		if w := l.WrittenVersion(); w != 3 {
+			t.Errorf("async %d: written version %d after the failed fsync and cut, want 3", async, w)
+		}
+		for _, v := range []int64{4, 5} {
+			err := l.Replay(v, v, func(Entry) error { return nil })
+			if err == nil || err.Error() != serr.Error() {
+				t.Errorf("async %d: replay of %d, not durable: %v, want the log's error %v", async, v, err, serr)
+			}
+		}
+		_ = l.Close()
+	}
+}
