@@ -568,6 +568,11 @@ func open(dir string, opts Options) (_ *DB, err error) {
 	}
 	if opts.TargetVersion > 0 {
 		if opts.TargetVersion > latest {
+			if pending == 0 && opts.TargetVersion < current {
+				// the log ends before the current snapshot: the
+				// versions between are in neither
+				return nil, fmt.Errorf("%w: target %d cannot be loaded: the log ends at version %d and the next snapshot holds version %d", ErrVersion, opts.TargetVersion, last, current)
+			}
 			return nil, fmt.Errorf("%w: target %d is newer than the latest version %d%s", ErrVersion, opts.TargetVersion, latest, unfinished)
 		}
 		target = opts.TargetVersion
