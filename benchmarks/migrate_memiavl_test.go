@@ -523,3 +523,42 @@ func TestMigrateMemIAVLContextStops(t *testing.T) {
 		db.Close()
 	}
 }
+
+// TestMigrateMemIAVLUpgradeOrder: the reference applies a log entry's store
+// upgrades one by one in their order, so one entry can add a store and
+// delete it again, or delete one and add it again; the import must reach
+// the reference's stores and app hash. Adding an existing store and then
+// deleting it leaves the reference an empty store of that name (it deletes
+// the first tree of the name, the old one); adding a new one and deleting
+// it changes nothing; deleting one and adding it again empties it.
+func TestMigrateMemIAVLUpgradeOrder(t *testing.T) {
+	for _, initial := range []uint32{0, 100} {
+		t.Run(fmt.Sprintf("initial=%d", initial), func(t *testing.T) {
+			m := migNewRef(t, initial, []string{"a", "b", "c", "d"}, 1000)
+			for i := 0; i < 12; i++ {
+				switch i {
+				case 5:
+					if err := m.db.ApplyUpgrades([]*refmemiavl.TreeNameUpgrade{
+						{Name: "b"}, {Name: "b", Delete: true}, // b emptied
+						{Name: "x"}, {Name: "x", Delete: true}, // nothing
+						{Name: "c", Delete: true}, {Name: "c"}, // c emptied
+					}); err != nil {
+						t.Fatal(err)
+					}
+					m.keys["b"], m.keys["c"] = nil, nil
+				case 8:
+					if err := m.db.ApplyUpgrades([]*refmemiavl.TreeNameUpgrade{
+						{Name: "d", Delete: true}, {Name: "e"}, {Name: "d"}, {Name: "d", Delete: true}, // d gone, e added
+					}); err != nil {
+						t.Fatal(err)
+					}
+					m.stores = append(migWithout(m.stores, "d"), "e")
+					delete(m.keys, "d")
+				}
+				m.block(20)
+			}
+			v, h := m.closeRef()
+			migCheck(t, m.dir, v, h)
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -849,7 +850,11 @@ func replayRefWAL(ctx context.Context, db *multitree.DB, segs []refSegment, vers
 		if got := db.WorkingVersion(); got != v {
 			return fmt.Errorf("%w: reference log entry %d is version %d, the database is at working version %d", ErrMigrate, index, v, got)
 		}
-		up, css, err := decodeRefWALEntry(data)
+		ops, css, err := decodeRefWALEntry(data)
+		if err != nil {
+			return fmt.Errorf("%w: reference log entry %d (version %d): %w", ErrMigrate, index, v, err)
+		}
+		up, err := refUpgradesNet(db.StoreNames(), ops)
 		if err != nil {
 			return fmt.Errorf("%w: reference log entry %d (version %d): %w", ErrMigrate, index, v, err)
 		}
@@ -866,13 +871,72 @@ func replayRefWAL(ctx context.Context, db *multitree.DB, segs []refSegment, vers
 	})
 }
 
+// refUpgrade is a TreeNameUpgrade of a reference log entry that adds or
+// deletes a store (renames are refused when decoded).
+type refUpgrade struct {
+	name string
+	del  bool
+}
+
+// refUpgradesNet returns the upgrades of this database that have the effect
+// of a reference log entry's upgrades, which the reference applies one by
+// one in their order, on stores: a store deleted and then added again is
+// emptied (deleted and added here); a store added and then deleted is
+// nothing when it did not exist before, and emptied when it did (the
+// reference deletes the first tree of that name, the old one); an entry
+// the reference refuses (a deletion of an unknown store, two stores of
+// one name) is refused.
+func refUpgradesNet(stores []string, ops []refUpgrade) (wal.Upgrades, error) {
+	type tree struct {
+		name string
+		old  bool // a store before the entry, not one it added
+	}
+	trees := make([]tree, 0, len(stores)+len(ops))
+	for _, name := range stores {
+		trees = append(trees, tree{name, true})
+	}
+	for _, op := range ops {
+		if !op.del {
+			trees = append(trees, tree{op.name, false})
+			continue
+		}
+		i := slices.IndexFunc(trees, func(t tree) bool { return t.name == op.name })
+		if i < 0 {
+			return wal.Upgrades{}, fmt.Errorf("store %q deleted, which does not exist (the reference refuses this too)", op.name)
+		}
+		// the reference's swap deletion
+		trees[i] = trees[len(trees)-1]
+		trees = trees[:len(trees)-1]
+	}
+	after := make(map[string]bool, len(trees)) // name: the old store kept
+	for _, t := range trees {
+		if _, dup := after[t.name]; dup {
+			return wal.Upgrades{}, fmt.Errorf("two stores named %q after the upgrades (the reference refuses this too)", t.name)
+		}
+		after[t.name] = t.old
+	}
+	var up wal.Upgrades
+	for _, name := range stores {
+		if old, ok := after[name]; !ok || !old {
+			up.Deleted = append(up.Deleted, name)
+		}
+	}
+	for _, t := range trees {
+		if !t.old {
+			up.Added = append(up.Added, t.name)
+		}
+	}
+	slices.Sort(up.Added)
+	return up, nil
+}
+
 // decodeRefWALEntry decodes WALEntry{1: repeated NamedChangeSet, 2: repeated
 // TreeNameUpgrade} with NamedChangeSet{1: ChangeSet{1: repeated KVPair{1:
 // bool delete, 2: key, 3: value}}, 2: name} and TreeNameUpgrade{1: name, 2:
-// rename_from, 3: bool delete}.
-func decodeRefWALEntry(b []byte) (wal.Upgrades, []wal.ChangeSet, error) {
+// rename_from, 3: bool delete}. The upgrades keep their order.
+func decodeRefWALEntry(b []byte) ([]refUpgrade, []wal.ChangeSet, error) {
 	var (
-		up  wal.Upgrades
+		up  []refUpgrade
 		css []wal.ChangeSet
 	)
 	err := protoFields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
@@ -902,15 +966,11 @@ func decodeRefWALEntry(b []byte) (wal.Upgrades, []wal.ChangeSet, error) {
 			if err != nil {
 				return err
 			}
-			switch {
-			case del:
-				up.Deleted = append(up.Deleted, name)
-			case from != "":
+			if !del && from != "" {
 				return fmt.Errorf("store %q renamed to %q: the reference keeps a renamed tree as it is and this database rebuilds it, "+
 					"so the app hash would differ; rewrite the reference snapshot after this version and import again", from, name)
-			default:
-				up.Added = append(up.Added, name)
 			}
+			up = append(up, refUpgrade{name: name, del: del})
 		case num == 1 || num == 2:
 			return fmt.Errorf("entry field %d of wire type %d", num, typ)
 		}
