@@ -147,36 +147,45 @@ func TestFsyncFailureDiscardsUnsynced(t *testing.T) {
 // past the end of the file. The versions before stay readable, and
 // WrittenVersion goes back to the last record kept.
 func TestFsyncFailureReplayOfDiscarded(t *testing.T) {
-	rng := newRand(t)
-	entries := makeEntries(rng, 6, smallShape)
 	for _, async := range []int{0, 2} {
-		fs := &lostFS{memFS: newMemFS(), lost: map[*memNode][][2]int64{}}
-		opts := Options{fs: fs, Sync: SyncGrouped, AsyncBuffer: async, GroupCount: 100, GroupInterval: time.Hour}
-		l := mustOpen(t, memDir, opts)
-		mustAppend(t, l, entries[:3]...)
-		if err := l.Flush(); err != nil { // fsyncs
-			t.Fatal(err)
+		lost := &lostFS{memFS: newMemFS(), lost: map[*memNode][][2]int64{}}
+		checkReplayAfterFailedSync(t, async, lost, lost)
+	}
+}
+
+// checkReplayAfterFailedSync appends 5 entries to a log on fs under
+// SyncGrouped, fsyncing after the third, makes the next fsync fail (lost
+// is fs or the lostFS under it) and checks that the log's written version
+// goes back to 3, that a Replay of 4 and 5 fails with the log's error and
+// that 1..3 stay readable.
+func checkReplayAfterFailedSync(t *testing.T, async int, fs fileSystem, lost *lostFS) {
+	t.Helper()
+	entries := makeEntries(newRand(t), 6, smallShape)
+	opts := Options{fs: fs, Sync: SyncGrouped, AsyncBuffer: async, GroupCount: 100, GroupInterval: time.Hour}
+	l := mustOpen(t, memDir, opts)
+	defer l.Close()
+	mustAppend(t, l, entries[:3]...)
+	if err := l.Flush(); err != nil { // fsyncs
+		t.Fatal(err)
+	}
+	mustAppend(t, l, entries[3:5]...)
+	lost.fail = 1
+	serr := l.Flush()
+	if serr == nil {
+		t.Fatalf("async %d: the fsync failure was not reported", async)
+	}
+	if w := l.WrittenVersion(); w != 3 {
+		t.Errorf("async %d: written version %d after the failed fsync, want 3", async, w)
+	}
+	for _, v := range []int64{4, 5} {
+		err := l.Replay(v, v, func(Entry) error { return nil })
+		if err == nil || err.Error() != serr.Error() {
+			t.Errorf("async %d: replay of %d, not durable: %v, want the log's error %v", async, v, err, serr)
 		}
-		mustAppend(t, l, entries[3:5]...)
-		fs.fail = 1
-		serr := l.Flush()
-		if serr == nil {
-			t.Fatalf("async %d: the fsync failure was not reported", async)
-		}
-		if w := l.WrittenVersion(); w != 3 {
-			t.Errorf("async %d: written version %d after the cut, want 3", async, w)
-		}
-		for _, v := range []int64{4, 5} {
-			err := l.Replay(v, v, func(Entry) error { return nil })
-			if err == nil || err.Error() != serr.Error() {
-				t.Errorf("async %d: replay of %d, cut off: %v, want the log's error %v", async, v, err, serr)
-			}
-		}
-		var got []int64
-		if err := l.Replay(1, 3, func(e Entry) error { got = append(got, e.Version); return nil }); err != nil || len(got) != 3 {
-			t.Errorf("async %d: replay of 1..3: %v %v", async, got, err)
-		}
-		_ = l.Close()
+	}
+	var got []int64
+	if err := l.Replay(1, 3, func(e Entry) error { got = append(got, e.Version); return nil }); err != nil || len(got) != 3 {
+		t.Errorf("async %d: replay of 1..3: %v %v", async, got, err)
 	}
 }
 
@@ -209,31 +218,8 @@ func (t truncFailFS) OpenFile(p string, ro bool) (file, error) {
 // the last fsynced record and a Replay of the others fails with the log's
 // error instead of serving them.
 func TestFsyncFailureCutFailsReplayRefused(t *testing.T) {
-	rng := newRand(t)
-	entries := makeEntries(rng, 6, smallShape)
 	for _, async := range []int{0, 2} {
-		fs := truncFailFS{&lostFS{memFS: newMemFS(), lost: map[*memNode][][2]int64{}}}
-		opts := Options{fs: fs, Sync: SyncGrouped, AsyncBuffer: async, GroupCount: 100, GroupInterval: time.Hour}
-		l := mustOpen(t, memDir, opts)
-		mustAppend(t, l, entries[:3]...)
-		if err := l.Flush(); err != nil { // fsyncs
-			t.Fatal(err)
-		}
-		mustAppend(t, l, entries[3:5]...)
-		fs.fail = 1
-		serr := l.Flush()
-		if serr == nil {
-			t.Fatalf("async %d: the fsync failure was not reported", async)
-		}
-		if w := l.WrittenVersion(); w != 3 {
-			t.Errorf("async %d: written version %d after the failed fsync and cut, want 3", async, w)
-		}
-		for _, v := range []int64{4, 5} {
-			err := l.Replay(v, v, func(Entry) error { return nil })
-			if err == nil || err.Error() != serr.Error() {
-				t.Errorf("async %d: replay of %d, not durable: %v, want the log's error %v", async, v, err, serr)
-			}
-		}
-		_ = l.Close()
+		lost := &lostFS{memFS: newMemFS(), lost: map[*memNode][][2]int64{}}
+		checkReplayAfterFailedSync(t, async, truncFailFS{lost}, lost)
 	}
 }
