@@ -18,6 +18,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,8 +57,9 @@ import (
 //     maximum, so the two need not add up to the peak;
 //   - disk usage after close;
 //   - open + replay of the closed directory;
-//   - a synchronous rewrite of the reopened database (offline rewrite), its
-//     time and its extra memory: the peak growth of the Go heap's objects
+//   - a synchronous rewrite of the reopened database (offline rewrite),
+//     started after a sync(2) of the file systems, its time and its extra
+//     memory: the peak growth of the Go heap's objects
 //     (sampled every millisecond) and of the resident set (VmHWM after a
 //     reset through /proc/self/clear_refs) over their values before it.
 //
@@ -593,6 +595,10 @@ func syncChild(impl string, p compareParams) (*compareResult, error) {
 			return nil, err
 		}
 	}
+	// both sides start the rewrite with no dirty data of their own
+	// waiting for the disk (the sync run's log, written without fsyncs
+	// by both): the rewrite's fsyncs pay only for what it writes
+	syscall.Sync()
 	runtime.GC()    // both sides start the rewrite from their live heap
 	peak := vmHWM() // the reset below forgets it
 	rssBefore := resetPeakRSS()
