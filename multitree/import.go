@@ -290,6 +290,9 @@ type Importer struct {
 	// import removes once lockOurs: no writer created a database in dir
 	// between that look and the lock
 	createdLock, lockOurs bool
+	// createdExistLock: the database replaced had no lock file (a copied
+	// directory, say); a failed import removes the one existLock made
+	createdExistLock bool
 	// createdTop is the outermost of dir and its parents that did not
 	// exist either: a failed import removes those that stay empty
 	createdTop string
@@ -339,6 +342,8 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 		if !opts.Replace {
 			return nil, fmt.Errorf("%w: %s", ErrExists, dir)
 		}
+		_, err := os.Lstat(filepath.Join(dir, lockFileName))
+		im.createdExistLock = errors.Is(err, fs.ErrNotExist)
 		if im.existLock, err = lockDir(dir); err != nil {
 			return nil, err
 		}
@@ -362,8 +367,7 @@ func NewImporter(dir string, version int64, opts ImportOptions) (_ *Importer, er
 			if err := giveUp(dir); err != nil {
 				return nil, err
 			}
-			_ = unlockDir(im.existLock)
-			im.existLock = nil
+			im.releaseExistLock()
 			exists = false
 		}
 	}
@@ -1104,6 +1108,27 @@ func (im *Importer) abort() {
 	}
 	_ = unlockDir(im.lock)
 	im.lock = nil
+	im.releaseExistLock()
+}
+
+// releaseExistLock gives up the lock on the database replaced, removing
+// its lock file first if the import created it and dir still holds it
+// (not the imported database's, after a swap that could not be undone).
+func (im *Importer) releaseExistLock() {
+	if im.existLock == nil {
+		return
+	}
+	if im.createdExistLock {
+		// removed under the lock: see lockDir
+		path := filepath.Join(im.dir, lockFileName)
+		held, herr := im.existLock.Stat()
+		named, nerr := os.Lstat(path)
+		if herr == nil && nerr == nil && os.SameFile(held, named) {
+			_ = os.Remove(path)
+			_ = syncDir(im.dir)
+		}
+		im.createdExistLock = false
+	}
 	_ = unlockDir(im.existLock)
 	im.existLock = nil
 }
