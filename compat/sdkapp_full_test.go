@@ -169,14 +169,7 @@ func newFullNode(t *testing.T, name string, ours bool, cfg compat.Config) *fullN
 	if ours {
 		n.dir = t.TempDir()
 	}
-	t.Cleanup(func() {
-		if n.app != nil {
-			n.close(t)
-		}
-		if ours {
-			n.logger.check(t)
-		}
-	})
+	cleanupNode(t, ours, n.logger, func() bool { return n.app != nil }, n.close)
 	return n
 }
 

@@ -86,14 +86,7 @@ func lifeNewNode(t *testing.T, name string, ours bool, cfg compat.Config) *lifeN
 	if ours {
 		n.home = t.TempDir()
 	}
-	t.Cleanup(func() {
-		if n.app != nil {
-			n.close(t)
-		}
-		if ours {
-			n.logger.check(t)
-		}
-	})
+	cleanupNode(t, ours, n.logger, func() bool { return n.app != nil }, n.close)
 	return n
 }
 
@@ -121,6 +114,20 @@ func (n *lifeNode) open(t *testing.T, extra ...func(*baseapp.BaseApp)) *testApp 
 		}
 	}
 	return n.app
+}
+
+// cleanupNode has a node's app closed when the test ends, if open reports
+// it still open (close), and, for a node on this store (ours), its log
+// checked.
+func cleanupNode(t *testing.T, ours bool, logger *lifeLogger, open func() bool, close func(*testing.T)) {
+	t.Cleanup(func() {
+		if open() {
+			close(t)
+		}
+		if ours {
+			logger.check(t)
+		}
+	})
 }
 
 // closeApp closes app as an app's Close should: BaseApp.Close (which closes

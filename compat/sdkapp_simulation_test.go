@@ -182,14 +182,7 @@ func newSimNode(t *testing.T, name string, ours bool, cfg compat.Config) *simNod
 	}
 	n.sm = module.NewSimulationManagerFromAppModules(n.app.ModuleManager.Modules, nil)
 	n.sm.RegisterStoreDecoders()
-	t.Cleanup(func() {
-		if n.app != nil {
-			n.close(t)
-		}
-		if ours {
-			n.logger.check(t)
-		}
-	})
+	cleanupNode(t, ours, n.logger, func() bool { return n.app != nil }, n.close)
 	return n
 }
 
