@@ -1102,9 +1102,7 @@ func (im *Importer) abort() {
 		}
 	}
 	if im.createdLock && im.lockOurs {
-		// removed under the lock: see lockDir
-		_ = os.Remove(filepath.Join(im.dir, lockFileName))
-		_ = syncDir(im.dir)
+		removeHeldLockFile(im.lock, im.dir)
 	}
 	_ = unlockDir(im.lock)
 	im.lock = nil
@@ -1119,18 +1117,28 @@ func (im *Importer) releaseExistLock() {
 		return
 	}
 	if im.createdExistLock {
-		// removed under the lock: see lockDir
-		path := filepath.Join(im.dir, lockFileName)
-		held, herr := im.existLock.Stat()
-		named, nerr := os.Lstat(path)
-		if herr == nil && nerr == nil && os.SameFile(held, named) {
-			_ = os.Remove(path)
-			_ = syncDir(im.dir)
-		}
+		removeHeldLockFile(im.existLock, im.dir)
 		im.createdExistLock = false
 	}
 	_ = unlockDir(im.existLock)
 	im.existLock = nil
+}
+
+// removeHeldLockFile removes dir's lock file, which an import created,
+// while lock, the file it holds, still holds it: removed under the lock
+// (see lockDir), and only if dir still names that file, not another
+// database's moved in (a swap that could not be undone).
+func removeHeldLockFile(lock *os.File, dir string) {
+	if lock == nil {
+		return
+	}
+	path := filepath.Join(dir, lockFileName)
+	held, herr := lock.Stat()
+	named, nerr := os.Lstat(path)
+	if herr == nil && nerr == nil && os.SameFile(held, named) {
+		_ = os.Remove(path)
+		_ = syncDir(dir)
+	}
 }
 
 // hasImportMarker reports whether dir holds an import marker: a regular
