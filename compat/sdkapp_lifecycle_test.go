@@ -117,12 +117,12 @@ func (n *lifeNode) open(t *testing.T, extra ...func(*baseapp.BaseApp)) *testApp 
 }
 
 // cleanupNode has a node's app closed when the test ends, if open reports
-// it still open (close), and, for a node on this store (ours), its log
+// it still open (closeNode), and, for a node on this store (ours), its log
 // checked.
-func cleanupNode(t *testing.T, ours bool, logger *lifeLogger, open func() bool, close func(*testing.T)) {
+func cleanupNode(t *testing.T, ours bool, logger *lifeLogger, open func() bool, closeNode func(*testing.T)) {
 	t.Cleanup(func() {
 		if open() {
-			close(t)
+			closeNode(t)
 		}
 		if ours {
 			logger.check(t)
