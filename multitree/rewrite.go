@@ -716,7 +716,10 @@ func (db *DB) snapshotNowLocked(ctx context.Context, v int64, then func() error)
 	}
 	if st != nil {
 		if err := st.install(); err != nil {
-			return err
+			// the directory may be in place already (the fsync of its
+			// parent after the rename failed): as after a failed
+			// background install, nothing would use or prune it
+			return errors.Join(err, db.dropUnlessCurrent(v))
 		}
 	}
 	db.markChecked(v) // written from checked sources (see checkSnapshotOnce)
