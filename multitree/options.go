@@ -165,7 +165,9 @@ type Options struct {
 	// ViewCacheSize is how many historical views ViewAt keeps open (the
 	// most recently used ones; a view goes from the cache when the prune
 	// removes the snapshot it was rebuilt from, or, in a read-only
-	// database, at its first ViewAt after the writer's prune removed it).
+	// database, at its first ViewAt of a version older than its latest
+	// after the writer's prune removed it: a View, or a ViewAt of the
+	// latest version, does not look at the directory).
 	// 0 means DefaultViewCacheSize; negative disables the cache.
 	ViewCacheSize int
 
