@@ -22,11 +22,13 @@ import (
 // the same generation keeps them, even after v itself was released (for a
 // view of View, another such view or the database's own working state,
 // until it switches to a newer snapshot; for a version rebuilt by ViewAt,
-// another view of that rebuild or the cache), and reports false once the
-// last has let go, even if the files stay mapped for other versions that
-// share them. While pinned,
-// the view's trees may be read. Each successful Pin must be paired with one
-// Unpin.
+// another view of that rebuild or the cache), and reports false once they
+// have all let go. The generation that mapped a snapshot is also held by
+// the versions rebuilt later on top of it, which share its mapping, so a
+// view of it may still be pinned after the last holder of its own version
+// let go, for as long as those keep the files mapped; such reads are sound
+// (the view holds its own in-memory nodes). While pinned, the view's trees
+// may be read. Each successful Pin must be paired with one Unpin.
 //
 // Pin lets a long-lived reader that cannot be closed (a branch handed to an
 // SDK query) hold no reference between operations: it pins around each read
