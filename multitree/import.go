@@ -846,9 +846,9 @@ func (im *Importer) finish() error {
 // is in place and durable, a failure to remove the old one is not the
 // import's failure: it is left for the next import to remove. When the
 // swap cannot be made durable (the fsync of dir's parent fails), it is
-// undone, so that the failed import leaves the old database in dir; only
-// if the undo fails too does the error say that the imported database is
-// in place.
+// undone, so that the failed import leaves the old database in dir; if
+// the undo fails too, the error says which database dir holds, or, where
+// it holds none, which one its next writable open moves there.
 func (im *Importer) swap() error {
 	staged := im.target
 	old := staged // where the exchange leaves the old database
@@ -865,13 +865,19 @@ func (im *Importer) swap() error {
 		}
 	}
 	if err := syncDir(filepath.Dir(im.dir)); err != nil {
-		if uerr := im.unswap(old, exchanged); uerr != nil {
+		switch left, uerr := im.unswap(old, exchanged); {
+		case uerr == nil:
+			return fmt.Errorf("multitree: the swap of the imported database into %s could not be made durable, and was undone: %w", im.dir, err)
+		case left == importedInDir:
 			im.target = im.dir
 			im.owned = false // it is the database now
 			// a power loss may still bring the old one back
 			return fmt.Errorf("multitree: the imported database is in place in %s, but the swap could not be made durable (%w) nor undone (%w)", im.dir, err, uerr)
+		case left == oldComesBack:
+			return fmt.Errorf("multitree: the swap of the imported database into %s could not be made durable (%w) nor wholly undone (%w): %s holds no database, and its next writable open moves the old one back", im.dir, err, uerr, im.dir)
+		default: // importedComesIn
+			return fmt.Errorf("multitree: the swap of the imported database into %s could not be made durable (%w) nor wholly undone (%w): %s holds no database, and its next writable open moves the imported one in", im.dir, err, uerr, im.dir)
 		}
-		return fmt.Errorf("multitree: the swap of the imported database into %s could not be made durable, and was undone: %w", im.dir, err)
 	}
 	im.target = im.dir
 	im.owned = false // it is the database now
@@ -881,36 +887,53 @@ func (im *Importer) swap() error {
 	return nil
 }
 
+// unswapLeft says where a failed unswap left the two databases.
+type unswapLeft int
+
+const (
+	// importedInDir: dir still holds the imported database
+	importedInDir unswapLeft = iota
+	// oldComesBack: dir holds none; the imported one is back in the
+	// staging directory, marked unfinished, so finishSwap (the next
+	// writable open) moves the old one back
+	oldComesBack
+	// importedComesIn: dir holds none; the imported one is back in the
+	// staging directory but could not be marked unfinished, so finishSwap
+	// moves it in
+	importedComesIn
+)
+
 // unswap puts the database that swap replaced back in dir, and the
 // imported one back in the staging directory (im.target), which the
 // import's abort removes. After an exchange it exchanges them back. After
 // swap's two renames it moves the imported database back, marks it
 // unfinished, so that a process stopping before the old database is back
 // leaves finishSwap moving the old one back instead of the imported one,
-// and moves the old one back.
-func (im *Importer) unswap(old string, exchanged bool) error {
+// and moves the old one back. When it fails, left says where the
+// databases are.
+func (im *Importer) unswap(old string, exchanged bool) (left unswapLeft, err error) {
 	if exchanged {
 		if err := exchange(im.dir, im.target); err != nil {
-			return err
+			return importedInDir, err
 		}
 		_ = syncDir(filepath.Dir(im.dir))
-		return nil
+		return 0, nil
 	}
 	if err := os.Rename(im.dir, im.target); err != nil {
-		return err
+		return importedInDir, err
 	}
 	if err := writeMarker(im.target, finishingMarker); err != nil {
 		// the next writable open moves it back in (finishSwap)
 		im.owned = false
-		return err
+		return importedComesIn, err
 	}
 	if err := os.Rename(old, im.dir); err != nil {
 		// the next writable open moves the old one back (finishSwap)
 		im.owned = false
-		return err
+		return oldComesBack, err
 	}
 	_ = syncDir(filepath.Dir(im.dir))
-	return nil
+	return 0, nil
 }
 
 // exchange swaps the directories a and b in one step (renameat2 with
