@@ -39,16 +39,18 @@ func (l *Log) Replay(from, to int64, fn func(Entry) error) error {
 }
 
 // replayLocked is Replay with truncMu held shared by the caller. With
-// fromFirst, from is the log's first version, taken with the check of the
-// range.
-func (l *Log) replayLocked(from, to int64, fromFirst bool, fn func(Entry) error) error {
+// whole, from and to are ignored: the replay runs from the log's first
+// version to its last, both taken with the check of the range (a
+// TruncateFront may raise the first version past a last version read
+// before).
+func (l *Log) replayLocked(from, to int64, whole bool, fn func(Entry) error) error {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
 		return ErrClosed
 	}
-	if fromFirst {
-		from = l.mu.first
+	if whole {
+		from, to = l.mu.first, l.mu.last
 	}
 	if l.mu.last == 0 || from < l.mu.first || to > l.mu.last {
 		first, last := l.mu.first, l.mu.last
@@ -161,23 +163,22 @@ func (l *Log) replaySegment(segs []segment, i int, from, to int64, fn func(Entry
 // empty log and the first problem found otherwise (an error wrapping
 // ErrCorrupt that names the file and offset).
 //
-// The versions checked are those the log holds when Verify starts: a
-// TruncateFront meanwhile keeps the segments Verify reads, and the other
-// truncations wait for Verify to return.
+// The versions checked are those the log holds when Verify pins its first
+// version, at its start: a TruncateFront after that keeps the segments
+// Verify reads, and the other truncations wait for Verify to return. A
+// TruncateFront that took segments off the log before and then fails to
+// remove them puts them back unchecked.
 func (l *Log) Verify() error {
 	l.truncMu.RLock()
 	defer l.truncMu.RUnlock()
 	l.mu.Lock()
-	closed, last := l.mu.closed, l.mu.last
+	closed, empty := l.mu.closed, l.mu.last == 0
 	l.mu.Unlock()
 	if closed {
 		return ErrClosed
 	}
-	if last == 0 {
+	if empty {
 		return nil
 	}
-	// from the first version the log holds when the replay pins it (a
-	// TruncateFront may move it meanwhile; last stays, as only the
-	// truncations that wait for Verify lower it)
-	return l.replayLocked(0, last, true, func(Entry) error { return nil })
+	return l.replayLocked(0, 0, true, func(Entry) error { return nil })
 }

@@ -16,8 +16,9 @@ import (
 //
 // It does not wait for running Replay or Verify calls: it keeps the
 // segments they read (from the first one each reads on), which a later
-// call removes. Replays that start meanwhile see the log as it will be
-// after the removals. Appends go on concurrently.
+// call removes. Replays and Verify calls that start meanwhile see the log
+// as it will be after the removals, also when a removal then fails and
+// the segments not removed are put back. Appends go on concurrently.
 func (l *Log) TruncateFront(version int64) error {
 	l.front.Lock()
 	defer l.front.Unlock()
