@@ -146,7 +146,7 @@ func runImportIAVL(ctx context.Context, w io.Writer, src, dir string, o importIA
 	if err != nil {
 		if backend == dbm.GoLevelDBBackend {
 			// pebble keeps OPTIONS-<n> files, which goleveldb does not
-			if m, _ := filepath.Glob(filepath.Join(src, "OPTIONS-*")); len(m) > 0 {
+			if hasPebbleOptions(src) {
 				return fmt.Errorf("open %s as goleveldb: %w (it looks like a pebble database: try --backend pebbledb)", src, err)
 			}
 		}

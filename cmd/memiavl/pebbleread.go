@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cockroachdb/pebble"
 	dbm "github.com/cosmos/cosmos-db"
@@ -34,7 +35,7 @@ func openReadOnlyPebble(path string) (*readOnlyPebble, error) {
 	// reads a goleveldb database's log, so without this a goleveldb
 	// database would open, and pebble's lock (fcntl) does not see a
 	// running goleveldb node's (flock): its live files would be read.
-	if m, err := filepath.Glob(filepath.Join(path, "OPTIONS-*")); err != nil || len(m) == 0 {
+	if !hasPebbleOptions(path) {
 		return nil, fmt.Errorf("%s holds no pebble database (no OPTIONS file; it looks like a goleveldb database: try --backend goleveldb)", path)
 	}
 	db, err := pebble.Open(path, &pebble.Options{ReadOnly: true, ErrorIfNotExists: true, Logger: quietLogger{}})
@@ -42,6 +43,22 @@ func openReadOnlyPebble(path string) (*readOnlyPebble, error) {
 		return nil, err
 	}
 	return &readOnlyPebble{db: db}, nil
+}
+
+// hasPebbleOptions reports whether dir holds one of the OPTIONS-<n> files
+// pebble keeps and goleveldb does not. It lists dir rather than globbing,
+// which would read metacharacters in dir's own path as a pattern.
+func hasPebbleOptions(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "OPTIONS-") && !e.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *readOnlyPebble) Get(key []byte) ([]byte, error) {
