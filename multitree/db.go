@@ -143,6 +143,9 @@ type DB struct {
 	// beforePrune, when set (by tests), runs at the start of each prune;
 	// an error fails the prune.
 	beforePrune func(cur int64) error
+	// pruneRemove, when set (by tests), removes a snapshot directory in
+	// the prune instead of removeSnapshotDir.
+	pruneRemove func(dir string, v int64) error
 	// wrapLimiter, when set (by tests), wraps the limiter of each paced
 	// background rewrite.
 	wrapLimiter func(snapshot.Limiter) snapshot.Limiter

@@ -453,15 +453,24 @@ func (db *DB) prune(cur int64) error {
 	if keep < 0 {
 		keep = 0
 	}
-	removed := older[:keep]
+	remove := removeSnapshotDir
+	if db.pruneRemove != nil {
+		remove = db.pruneRemove
+	}
 	// what the database keeps of the removed snapshots goes with them:
 	// the record of their checks, and the cached views rebuilt from them
-	// (which would keep their files mapped until evicted)
-	defer db.forgetSnapshots(removed)
-	for _, v := range removed {
-		if err := removeSnapshotDir(db.dir, v); err != nil {
+	// (which would keep their files mapped until evicted); a snapshot
+	// still under its name after a failed removal stays in use
+	var gone []int64
+	defer func() { db.forgetSnapshots(gone) }()
+	for _, v := range older[:keep] {
+		if err := remove(db.dir, v); err != nil {
+			if _, serr := os.Lstat(filepath.Join(db.dir, snapshotDirName(v))); errors.Is(serr, fs.ErrNotExist) {
+				gone = append(gone, v) // renamed away: its files are going
+			}
 			return err
 		}
+		gone = append(gone, v)
 	}
 	if keep > 0 {
 		if err := syncDir(db.dir); err != nil {
