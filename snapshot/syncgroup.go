@@ -112,13 +112,16 @@ func (g *SyncGroup) Add(f *os.File) error {
 
 // Sync fsyncs every file and directory of the group concurrently, closes
 // them and returns the errors, each naming its path. Later calls return
-// the same outcome (a failed group never becomes durable by retrying), and
-// a call after Close an error wrapping ErrClosed; Close after Sync does
-// nothing.
+// the same outcome (a failed group never becomes durable by retrying),
+// also calls beside it on other goroutines, which wait for it, and a call
+// after Close an error wrapping ErrClosed; Close after Sync does nothing.
 func (g *SyncGroup) Sync() error {
-	files, early := g.take()
+	// the files are taken and the outcome recorded in one critical
+	// section: a concurrent Sync must not find the group ended but not
+	// yet synced, which reads as closed
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	files, early := g.takeLocked()
 	if files == nil {
 		if g.synced {
 			return g.result
@@ -170,6 +173,11 @@ func (g *SyncGroup) Close() error {
 func (g *SyncGroup) take() ([]groupFile, []error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.takeLocked()
+}
+
+// takeLocked is take with g.mu held.
+func (g *SyncGroup) takeLocked() ([]groupFile, []error) {
 	if g.done {
 		return nil, nil
 	}
