@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -14,34 +13,17 @@ import (
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
-// TestUnswapFailureChild is the replacing import of
-// TestUnswapFailureSaysWhereDatabasesAre, in a child under strace.
-func TestUnswapFailureChild(t *testing.T) {
-	dir := os.Getenv("UNSWAP_FAILURE_DIR")
-	if dir == "" {
-		t.Skip("child only")
-	}
-	runtime.LockOSThread()
-	multitree.RefuseExchange(t)
-	if _, err := multitree.Import(dir, 7, map[string]multitree.NodeSource{"s": leafSource("k", "new", 7)},
-		multitree.ImportOptions{Replace: true}); err != nil {
-		fmt.Printf("failed: %v\n", err)
-		return
-	}
-	fmt.Println("IMPORTOK")
-}
-
 // TestUnswapFailureSaysWhereDatabasesAre: the two-rename swap's fsync
 // fails and so does a step of its undo (EIO injected into the nth fsync
-// and the kth rename). The error must say where the databases are: the
-// imported one in place, or dir holding none and its next writable open
-// moving the old one back or the imported one in; read-only and writable
-// opens then serve that database. Before, every failed undo was reported
-// as "the imported database is in place", also where the undo had moved
-// it out and marked it unfinished, so that the next open served the old
-// one.
+// and the kth rename; the import runs in TestImportRenameFailChild). The
+// error must say where the databases are: the imported one in place, or
+// dir holding none and its next writable open moving the old one back or
+// the imported one in; read-only and writable opens then serve that
+// database. Before, every failed undo was reported as "the imported
+// database is in place", also where the undo had moved it out and marked
+// it unfinished, so that the next open served the old one.
 func TestUnswapFailureSaysWhereDatabasesAre(t *testing.T) {
-	if os.Getenv("UNSWAP_FAILURE_DIR") != "" {
+	if os.Getenv("MEMIAVL_RENAME_FAIL_DIR") != "" {
 		t.Skip("child")
 	}
 	strace := testutil.Strace(t)
@@ -56,9 +38,9 @@ func TestUnswapFailureSaysWhereDatabasesAre(t *testing.T) {
 				"-e", "trace=fsync,rename,renameat,renameat2",
 				"-e", fmt.Sprintf("inject=fsync:error=EIO:when=%d", n),
 				"-e", fmt.Sprintf("inject=rename,renameat,renameat2:error=EIO:when=%d", k),
-				os.Args[0], "-test.run=^TestUnswapFailureChild$", "-test.v"}
+				os.Args[0], "-test.run=^TestImportRenameFailChild$", "-test.v"}
 			cmd := exec.Command(args[0], args[1:]...)
-			cmd.Env = append(os.Environ(), "UNSWAP_FAILURE_DIR="+dir)
+			cmd.Env = append(os.Environ(), "MEMIAVL_RENAME_FAIL_DIR="+dir)
 			var errb bytes.Buffer
 			cmd.Stderr = &errb
 			out, _ := cmd.Output()
