@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // RealDir returns dir made absolute with its symbolic links resolved: those
@@ -30,11 +31,32 @@ func RealDir(dir string) string {
 			return p
 		}
 		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(p), target)
+			target = filepath.Dir(p) + string(filepath.Separator) + target
 		}
-		p = filepath.Clean(target)
+		p = resolveUncleaned(target)
 	}
 	return p
+}
+
+// resolveUncleaned resolves the symbolic links of the longest prefix of
+// path that exists and appends the rest, without cleaning path first: a
+// ".." after a link goes up from the link's target, as the system
+// resolves it (filepath.EvalSymlinks does too), where filepath.Clean
+// would drop the link and the ".." together. The rest does not exist, so
+// its own ".." can only be taken as written.
+func resolveUncleaned(path string) string {
+	sep := string(filepath.Separator)
+	parts := strings.Split(path, sep)
+	for i := len(parts); i > 0; i-- {
+		prefix := strings.Join(parts[:i], sep)
+		if prefix == "" {
+			prefix = sep
+		}
+		if r, err := filepath.EvalSymlinks(prefix); err == nil {
+			return filepath.Join(append([]string{r}, parts[i:]...)...)
+		}
+	}
+	return filepath.Clean(path)
 }
 
 // FollowDangling returns RealDir(path) when path is a symbolic link to a
