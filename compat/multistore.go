@@ -546,7 +546,7 @@ func (s *MultiStore) checkLoad(ver int64) error {
 		latest = max(latest, db.Version())
 	}
 	if ver < 0 || ver > latest {
-		return fmt.Errorf("%w: cannot load version %d, the latest version is %d", multitree.ErrVersion, ver, latest)
+		return noCommitInfo{} // never committed: rootmulti's answer
 	}
 	return nil
 }
@@ -567,6 +567,9 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 		opts.TargetVersion = ver
 	}
 	db, err := multitree.Open(s.dir, opts)
+	if errors.Is(err, multitree.ErrBeforeFirstVersion) {
+		return noCommitInfo{} // never committed: rootmulti's answer
+	}
 	if err != nil {
 		return err
 	}
