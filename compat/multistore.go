@@ -497,9 +497,8 @@ func (s *MultiStore) checkUpgrades(ver int64, upgrades *types.StoreUpgrades) err
 		}
 		ver = max(latest, db.Version())
 	}
-	if ver == 0 {
-		return nil
-	}
+	// (at version 0, never committed, the stores the open database was
+	// created with: a reload reopens it with them)
 	names, err := db.StoreNamesAt(ver)
 	switch {
 	case errors.Is(err, multitree.ErrBeforeFirstVersion):
