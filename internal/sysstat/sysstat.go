@@ -91,6 +91,16 @@ func WalkFiles(path string, fn func(path string, fi fs.FileInfo)) {
 	}
 	var links []string
 	roots := map[string]bool{}
+	// the files reported, by their path with no link in it: a file
+	// reached through a link to it and again in a tree walked later
+	// through a link to a directory above it is reported once
+	reported := map[string]bool{}
+	report := func(p string, fi fs.FileInfo) {
+		if !reported[p] {
+			reported[p] = true
+			fn(p, fi)
+		}
+	}
 	walk := func(dir string) {
 		walked = append(walked, dir)
 		roots[dir] = true
@@ -103,7 +113,7 @@ func WalkFiles(path string, fn func(path string, fi fs.FileInfo)) {
 				return fs.SkipDir // walked already, from a link to it
 			case d.Type().IsRegular():
 				if fi, err := d.Info(); err == nil {
-					fn(p, fi)
+					report(p, fi)
 				}
 			case d.Type()&fs.ModeSymlink != 0:
 				links = append(links, p)
@@ -127,7 +137,7 @@ func WalkFiles(path string, fn func(path string, fi fs.FileInfo)) {
 			walk(target)
 		case fi.Mode().IsRegular():
 			walked = append(walked, target)
-			fn(target, fi)
+			report(target, fi)
 		}
 	}
 }
