@@ -511,8 +511,10 @@ func checkReplaceable(dir string, version int64) (int64, error) {
 	return v, nil
 }
 
-// mountPoint reports whether dir is the root of a file system mounted on
-// another one than its parent's.
+// mountPoint reports whether dir is the root of a mount: a file system
+// mounted on another one than its parent's, or (where the kernel says so)
+// a bind mount of a directory of the same file system, which cannot be
+// renamed or exchanged either.
 func mountPoint(dir string) (bool, error) {
 	var d, p unix.Stat_t
 	if err := unix.Stat(dir, &d); err != nil {
@@ -522,7 +524,11 @@ func mountPoint(dir string) (bool, error) {
 	if err := unix.Stat(parent, &p); err != nil {
 		return false, &fs.PathError{Op: "stat", Path: parent, Err: err}
 	}
-	return d.Dev != p.Dev, nil
+	if d.Dev != p.Dev {
+		return true, nil
+	}
+	root, _ := osfile.MountRoot(dir)
+	return root, nil
 }
 
 // removeImportLeftovers removes what an interrupted import may have left in

@@ -16,3 +16,18 @@ func StartWriteback(fd uintptr, off, n int64) {
 func ExchangeDirs(a, b string) error {
 	return unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
 }
+
+// MountRoot reports whether dir is the root of a mount as the kernel knows
+// it (statx's STATX_ATTR_MOUNT_ROOT, Linux 5.8 on), a bind mount of a
+// directory of the same file system included, which a comparison of
+// device numbers misses. known is false where the kernel does not say.
+func MountRoot(dir string) (root, known bool) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, dir, 0, 0, &st); err != nil {
+		return false, false
+	}
+	if st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return false, false
+	}
+	return st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, true
+}
