@@ -1034,6 +1034,9 @@ func SourceDir(dir string) string { return swapSource(dir) }
 // replaced database lies beside dir, and fails with ErrLocked while the
 // importer is still at work.
 func finishSwap(dir string) error {
+	// the directory dir names, through a symbolic link too: the swap
+	// moved it, and the link (dangling meanwhile) must stay
+	dir = osfile.RealDir(dir)
 	old := besidePath(dir, replacedSuffix)
 	if _, err := os.Lstat(old); err != nil {
 		// (a parent that is not a directory: what opens dir reports it)
