@@ -12,7 +12,10 @@ import (
 // of the directories above it, and dir itself when it is a link, even one
 // whose target is missing (in the middle of an import's swap, which moved
 // the target aside). An import into a link replaces the directory it names,
-// not the link.
+// not the link. dir itself is made absolute by filepath.Abs, which takes a
+// ".." in it as text (as every path the database joins does), where the
+// system would go up from a symbolic link's target; a ".." in a link's
+// target is taken as the system takes it.
 func RealDir(dir string) string {
 	p, err := filepath.Abs(dir)
 	if err != nil {
