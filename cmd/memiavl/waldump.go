@@ -185,12 +185,28 @@ func runWALDump(w, diag io.Writer, dir string, o walDumpOptions) error {
 		return serr
 	}
 	isLogDir := walDir != dir || filepath.Base(absDir(dir)) == walDirName
+	if walDir == dir && !isLogDir && !segs {
+		if fi, err := os.Lstat(filepath.Join(dir, currentName)); err == nil && fi.Mode().IsRegular() {
+			// a database (it has current) that lost its log directory
+			return fmt.Errorf("%w: the log directory %s of the database %s is missing or not a directory",
+				multitree.ErrCorrupt, filepath.Join(dir, walDirName), dir)
+		}
+	}
 	if (err != nil || !isLogDir) && !segs {
 		return fmt.Errorf("%s is neither a memiavl database nor its log directory (no %s, no log segments)", dir, currentName)
 	}
 	// damage after an unfinished rollback's target is its interrupted cut
 	// of the log, a torn tail as a database's open reads it
 	rollbackTo := unfinishedRollback(db)
+	if err == nil {
+		// what an open of the database would refuse (an unfinished
+		// import, a damaged rollback record, ...): the log is still
+		// printed as it lies on disk, with the reason it is not the
+		// database's
+		if _, err := multitree.LatestVersion(db); err != nil {
+			fmt.Fprintf(diag, "wal dump: warning: the database does not open: %v; the log is printed as it lies on disk\n", err)
+		}
+	}
 	l, err := wal.Open(walDir, wal.Options{ReadOnly: true, Discarding: rollbackTo})
 	if err != nil {
 		return err
