@@ -2018,11 +2018,23 @@ func (db *DB) sameTreesLocked(e, logged wal.Entry) (bool, error) {
 	return true, nil
 }
 
-// rollback discards the versions after v: current points at the opened
-// snapshot, the snapshots newer than it are removed, the log is cut back to
-// v. Open calls it with the file recording the rollback written.
+// rollback discards the versions after v: current points at the newest
+// snapshot at or below v, the snapshots newer than it are removed, the log
+// is cut back to v. Open calls it with the file recording the rollback
+// written. That snapshot is the opened one, or a newer one when the open
+// is at an older target than v (finishing an unfinished rollback to v):
+// the rollback leaves what it leaves whatever version the open is at.
 func (db *DB) rollback(current, v int64) error {
 	base := db.mu.gen.version
+	versions, err := listSnapshots(db.dir)
+	if err != nil {
+		return err
+	}
+	for _, s := range versions {
+		if s > base && s <= v && s <= current {
+			base = s
+		}
+	}
 	if base != current {
 		if err := writeFileAtomic(db.dir, currentFileName, encodeCurrent(base)); err != nil {
 			return err
