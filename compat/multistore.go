@@ -1116,7 +1116,9 @@ func (s *MultiStore) LastCommitInfo() *types.CommitInfo {
 }
 
 // GetCommitInfo returns (a copy of) the commit info of a version still kept
-// (see Config.SnapshotKeepRecent), as rootmulti's GetCommitInfo.
+// (see Config.SnapshotKeepRecent), as rootmulti's GetCommitInfo; after
+// LoadVersion of an older version, not of the versions after it until they
+// are committed again, which rootmulti still serves (see the README).
 func (s *MultiStore) GetCommitInfo(ver int64) (*types.CommitInfo, error) {
 	db := s.db.Load()
 	if db == nil {
