@@ -151,7 +151,13 @@ type Options struct {
 	// rebuild versions from its files (ViewAt fails): reopen it.
 	ReadOnly bool
 	// TargetVersion opens the database at this version instead of the
-	// latest. 0 means the latest.
+	// latest. 0 means the latest. Without Rollback nothing is discarded:
+	// the versions after it stay in the log, and a writer's commits must
+	// reproduce them (see Commit). A snapshot written in such a session
+	// (RewriteSnapshot, a background rewrite) becomes current, and the
+	// next writer Open then removes the snapshots newer than it as
+	// leftovers, as after an interrupted rewrite; their versions are
+	// still in the log, and are replayed from the new current snapshot.
 	TargetVersion int64
 	// Rollback, with TargetVersion, discards every version after it: newer
 	// snapshots are deleted and the log is truncated, its segments newest
