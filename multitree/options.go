@@ -172,8 +172,9 @@ type Options struct {
 	// most recently used ones; a view goes from the cache when the prune
 	// removes the snapshot it was rebuilt from, or, in a read-only
 	// database, at its first ViewAt of a version older than its latest
-	// after the writer's prune removed it: a View, or a ViewAt of the
-	// latest version, does not look at the directory).
+	// after the writer's prune removed it, and every view after a
+	// writer's rollback: a View, or a ViewAt of the latest version, does
+	// not look at the directory).
 	// 0 means DefaultViewCacheSize; negative disables the cache.
 	ViewCacheSize int
 

@@ -138,6 +138,17 @@ func (db *DB) sweepPrunedViews() {
 	if cached == 0 {
 		return
 	}
+	if rolled, err := db.rolledBack(); err == nil && rolled {
+		// a writer's rollback since the open: the versions it discarded
+		// are not to be served from the cache either (rebuilds refuse
+		// them), and a snapshot it removed may be listed again, written
+		// anew at the same version, which the check by version below
+		// would take for the one the cached views map
+		db.views.Lock()
+		defer db.views.Unlock()
+		db.dropViewsLocked(func(int64, *state) bool { return true })
+		return
+	}
 	fi, err := os.Stat(db.dir)
 	if err != nil || (!seen.IsZero() && fi.ModTime().Equal(seen)) {
 		return
