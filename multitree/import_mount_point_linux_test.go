@@ -11,19 +11,35 @@ import (
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
-// TestImportOverMountPoint: a database directory that is a file system of
-// its own cannot take a database staged beside it (the swap's renames
-// cannot cross the mount). An import replaces a database there at version
-// 0 in place, leaving nothing beside it; one at a committed version is
-// refused before anything changes. It needs to mount a tmpfs.
+// TestImportOverMountPoint: a database directory that is a mount point (a
+// file system of its own, or a bind mount of a directory of the same file
+// system, whose device number is its parent's) cannot take a database
+// staged beside it (the swap's renames and exchange cannot move a mount
+// point). An import replaces a database there at version 0 in place,
+// leaving nothing beside it; one at a committed version is refused before
+// anything changes. It needs to mount a tmpfs, and to bind-mount. Before
+// osfile.MountRoot, the bind mount was not seen: the import wrote the
+// whole database beside it and then failed to exchange it in (EBUSY).
 func TestImportOverMountPoint(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		mount func(dir string) error
+	}{
+		{"tmpfs", func(dir string) error { return syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m") }},
+		{"bind", func(dir string) error { return syscall.Mount(dir, dir, "", syscall.MS_BIND, "") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { importOverMountPoint(t, tc.mount) })
+	}
+}
+
+func importOverMountPoint(t *testing.T, mount func(dir string) error) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "db")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {
-		t.Skipf("mount a tmpfs: %v", err)
+	if err := mount(dir); err != nil {
+		t.Skipf("mount: %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
 
