@@ -524,11 +524,7 @@ func mountPoint(dir string) (bool, error) {
 	if err := unix.Stat(parent, &p); err != nil {
 		return false, &fs.PathError{Op: "stat", Path: parent, Err: err}
 	}
-	if d.Dev != p.Dev {
-		return true, nil
-	}
-	root, _ := osfile.MountRoot(dir)
-	return root, nil
+	return d.Dev != p.Dev || osfile.MountRoot(dir), nil
 }
 
 // removeImportLeftovers removes what an interrupted import may have left in
@@ -879,10 +875,12 @@ func (im *Importer) swap() error {
 			im.owned = false // it is the database now
 			// a power loss may still bring the old one back
 			return fmt.Errorf("multitree: the imported database is in place in %s, but the swap could not be made durable (%w) nor undone (%w)", im.dir, err, uerr)
-		case left == oldComesBack:
-			return fmt.Errorf("multitree: the swap of the imported database into %s could not be made durable (%w) nor wholly undone (%w): %s holds no database, and its next writable open moves the old one back", im.dir, err, uerr, im.dir)
-		default: // importedComesIn
-			return fmt.Errorf("multitree: the swap of the imported database into %s could not be made durable (%w) nor wholly undone (%w): %s holds no database, and its next writable open moves the imported one in", im.dir, err, uerr, im.dir)
+		default:
+			next := "the old one back"
+			if left == importedComesIn {
+				next = "the imported one in"
+			}
+			return fmt.Errorf("multitree: the swap of the imported database into %s could not be made durable (%w) nor wholly undone (%w): %s holds no database, and its next writable open moves %s", im.dir, err, uerr, im.dir, next)
 		}
 	}
 	im.target = im.dir

@@ -13,6 +13,6 @@ func ExchangeDirs(a, b string) error {
 	return unix.RenamexNp(a, b, unix.RENAME_SWAP)
 }
 
-// MountRoot does not know on macOS whether dir is a mount's root (known is
-// false): callers compare device numbers.
-func MountRoot(dir string) (root, known bool) { return false, false }
+// MountRoot does not know on macOS whether dir is a mount's root: it
+// reports false, and callers compare device numbers.
+func MountRoot(dir string) bool { return false }

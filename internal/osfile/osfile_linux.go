@@ -20,14 +20,11 @@ func ExchangeDirs(a, b string) error {
 // MountRoot reports whether dir is the root of a mount as the kernel knows
 // it (statx's STATX_ATTR_MOUNT_ROOT, Linux 5.8 on), a bind mount of a
 // directory of the same file system included, which a comparison of
-// device numbers misses. known is false where the kernel does not say.
-func MountRoot(dir string) (root, known bool) {
+// device numbers misses. It is false where the kernel does not say.
+func MountRoot(dir string) bool {
 	var st unix.Statx_t
 	if err := unix.Statx(unix.AT_FDCWD, dir, 0, 0, &st); err != nil {
-		return false, false
+		return false
 	}
-	if st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
-		return false, false
-	}
-	return st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, true
+	return st.Attributes_mask&st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
 }

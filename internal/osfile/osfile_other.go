@@ -11,6 +11,6 @@ func StartWriteback(fd uintptr, off, n int64) {}
 // ExchangeDirs fails with ENOSYS here: callers swap by two renames.
 func ExchangeDirs(a, b string) error { return syscall.ENOSYS }
 
-// MountRoot does not know here whether dir is a mount's root (known is
-// false): callers compare device numbers.
-func MountRoot(dir string) (root, known bool) { return false, false }
+// MountRoot does not know here whether dir is a mount's root: it reports
+// false, and callers compare device numbers.
+func MountRoot(dir string) bool { return false }
