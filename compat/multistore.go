@@ -104,6 +104,10 @@ type MultiStore struct {
 	// it, by name: the next load points them at its database instead of
 	// making new ones (see keepTrees and Restore)
 	restoring map[string]*TreeStore
+	// volatile, during the load that follows a failed reload, are the
+	// transient and memory stores of the load before it, which that load
+	// keeps instead of making new ones (see reloadAfterFailure)
+	volatile map[types.StoreKey]types.CommitKVStore
 	// detached is the view of the last committed version that the stores
 	// kept across a reload read from meanwhile (see readCommitted), until
 	// a load points them at its database or Close; changed under work.
@@ -392,7 +396,8 @@ func (s *MultiStore) LoadVersionAndUpgrade(ver int64, upgrades *types.StoreUpgra
 // stores and upgrades that do not fit the stores of the version) changes
 // nothing, as with rootmulti. One that fails after the database was closed
 // loads the latest version again, so that the multistore stays usable if it
-// can; the uncommitted writes are gone then.
+// can; the IAVL stores' uncommitted writes are gone then, the transient and
+// memory stores are kept (see reloadAfterFailure).
 func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) error {
 	if err := s.checkLoad(ver); err != nil {
 		return err
@@ -401,6 +406,7 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) error
 		return err
 	}
 	loaded := s.db.Load() != nil
+	volatile := s.volatileStores()
 	defer s.keepTrees()()
 	s.readCommitted()
 	if err := s.closeDB(); err != nil {
@@ -408,9 +414,32 @@ func (s *MultiStore) loadVersion(ver int64, upgrades *types.StoreUpgrades) error
 	}
 	err := s.open(ver, upgrades)
 	if err != nil && loaded {
-		err = errors.Join(err, s.open(0, nil))
+		err = errors.Join(err, s.reloadAfterFailure(volatile, func() error { return s.open(0, nil) }))
 	}
 	return err
+}
+
+// volatileStores returns the loaded transient and memory stores, by key.
+func (s *MultiStore) volatileStores() map[types.StoreKey]types.CommitKVStore {
+	out := make(map[types.StoreKey]types.CommitKVStore)
+	for key, st := range s.stores {
+		if typ := s.storeTypes[key]; typ == types.StoreTypeTransient || typ == types.StoreTypeMemory {
+			out[key] = st
+		}
+	}
+	return out
+}
+
+// reloadAfterFailure runs load, the load of the latest version that follows
+// a reload (a load, restore or rollback) that failed after it closed the
+// database, keeping volatile, the transient and memory stores of the load
+// before (volatileStores): rootmulti's failed reloads leave its stores as
+// they were, and these are not in the database to be loaded again. Only
+// the IAVL stores' uncommitted writes are lost.
+func (s *MultiStore) reloadAfterFailure(volatile map[types.StoreKey]types.CommitKVStore, load func() error) error {
+	s.volatile = volatile
+	defer func() { s.volatile = nil }()
+	return load()
 }
 
 // keepTrees makes the tree stores of this load the next load's (see
@@ -627,10 +656,14 @@ func (s *MultiStore) open(ver int64, upgrades *types.StoreUpgrades) (err error) 
 			}
 			s.stores[key] = st
 			s.trees = append(s.trees, st)
-		case types.StoreTypeTransient:
-			s.stores[key] = transient.NewStore()
-		case types.StoreTypeMemory:
-			s.stores[key] = mem.NewStore()
+		case types.StoreTypeTransient, types.StoreTypeMemory:
+			if st := s.volatile[key]; st != nil {
+				s.stores[key] = st
+			} else if typ == types.StoreTypeTransient {
+				s.stores[key] = transient.NewStore()
+			} else {
+				s.stores[key] = mem.NewStore()
+			}
 		}
 	}
 	// rootmulti keeps a removed store, emptied, until the next Commit
@@ -1323,6 +1356,7 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 		return err
 	}
 	loaded := s.db.Load() != nil
+	volatile := s.volatileStores()
 	defer s.keepTrees()()
 	s.readCommitted()
 	if err := s.closeDB(); err != nil {
@@ -1338,7 +1372,7 @@ func (s *MultiStore) RollbackToVersion(target int64) error {
 		if loaded {
 			// load what the directory holds, so that the multistore
 			// stays usable
-			err = errors.Join(err, s.LoadLatestVersion())
+			err = errors.Join(err, s.reloadAfterFailure(volatile, s.LoadLatestVersion))
 		}
 		return err
 	}

@@ -59,8 +59,11 @@ func (s *MultiStore) Snapshot(height uint64, protoWriter protoio.Writer) error {
 // two stores, is refused with ErrSnapshotStream and nothing is restored;
 // so is a stream holding a store that is not a mounted IAVL store
 // (rootmulti's "cannot import into non-IAVL store"), also when no IAVL
-// store is mounted. After a failed restore the multistore is reloaded on
-// the database as it was.
+// store is mounted. An unknown format or a height of 0 is refused before
+// anything is touched too. After a restore that failed reading the stream
+// the multistore is reloaded on the database as it was; its transient and
+// memory stores are kept, as rootmulti keeps them (a successful restore
+// starts them empty, as rootmulti's reload does).
 func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.Reader) (snapshottypes.SnapshotItem, error) {
 	var v int64
 	if db := s.db.Load(); db != nil {
@@ -87,6 +90,11 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 	// first Commit after it) reads the restored state: the tree stores of
 	// this load are kept, and the loads below point them at their
 	// database (as for any reload, see keepTrees)
+	// what needs no stream is checked before the database is closed
+	if err := checkRestore(height, format); err != nil {
+		return snapshottypes.SnapshotItem{}, err
+	}
+	volatile := s.volatileStores()
 	defer s.keepTrees()()
 	// until then they read empty trees, as rootmulti's stores do while its
 	// importers run, not those of the database closed below
@@ -102,8 +110,10 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 	opts.InitialStores = s.mountedTrees()
 	item, err := restoreDB(s.dir, height, format, protoReader, opts, true)
 	if err != nil {
-		// a failed restore leaves the database as it was: reopen it
-		return snapshottypes.SnapshotItem{}, errors.Join(err, s.LoadLatestVersion())
+		// a failed restore leaves the database as it was: reopen it,
+		// keeping the transient and memory stores, as rootmulti keeps
+		// every store when its restore fails
+		return snapshottypes.SnapshotItem{}, errors.Join(err, s.reloadAfterFailure(volatile, s.LoadLatestVersion))
 	}
 	return item, s.LoadLatestVersion()
 }

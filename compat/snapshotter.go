@@ -142,11 +142,8 @@ func RestoreDB(dir string, height uint64, format uint32, protoReader protoio.Rea
 // mounted IAVL stores, and a stream without one of them is refused before
 // anything is committed.
 func restoreDB(dir string, height uint64, format uint32, protoReader protoio.Reader, opts multitree.Options, allStores bool) (snapshottypes.SnapshotItem, error) {
-	if format != snapshottypes.CurrentFormat {
-		return snapshottypes.SnapshotItem{}, fmt.Errorf("%w: format %d, want %d", snapshottypes.ErrUnknownFormat, format, snapshottypes.CurrentFormat)
-	}
-	if height == 0 || height > math.MaxInt64 {
-		return snapshottypes.SnapshotItem{}, fmt.Errorf("compat: cannot restore height %d", height)
+	if err := checkRestore(height, format); err != nil {
+		return snapshottypes.SnapshotItem{}, err
 	}
 	im, err := multitree.NewImporter(dir, int64(height), multitree.ImportOptions{
 		InitialVersion: opts.InitialVersion,
@@ -187,6 +184,18 @@ func restoreDB(dir string, height uint64, format uint32, protoReader protoio.Rea
 		return snapshottypes.SnapshotItem{}, err
 	}
 	return next, nil
+}
+
+// checkRestore returns why a restore of height in format cannot be made
+// whatever the stream holds, nil if it can.
+func checkRestore(height uint64, format uint32) error {
+	if format != snapshottypes.CurrentFormat {
+		return fmt.Errorf("%w: format %d, want %d", snapshottypes.ErrUnknownFormat, format, snapshottypes.CurrentFormat)
+	}
+	if height == 0 || height > math.MaxInt64 {
+		return fmt.Errorf("compat: cannot restore height %d", height)
+	}
+	return nil
 }
 
 // restoreStream feeds the stores of the stream to im and returns the item
