@@ -23,8 +23,22 @@ import (
 )
 
 // maxStreamItem bounds one message of a state-sync stream, as the SDK's
-// snapshot stream reader does.
-const maxStreamItem = 64 << 20
+// snapshot stream reader does (64e6 bytes): a node does not restore a
+// stream holding a longer one either.
+const maxStreamItem = int(64e6)
+
+// boundedItems reads a stream's items with protoio's delimited reader
+// bounded by maxStreamItem, whose error for a longer item ("short buffer")
+// it replaces by one that says so.
+type boundedItems struct{ r protoio.Reader }
+
+func (b boundedItems) ReadMsg(msg proto.Message) error {
+	err := b.r.ReadMsg(msg)
+	if errors.Is(err, io.ErrShortBuffer) {
+		return fmt.Errorf("an item is longer than %d bytes, the SDK's bound for a snapshot item (%w)", maxStreamItem, err)
+	}
+	return err
+}
 
 const streamFormatHelp = `The file holds the SDK's state-sync snapshot stream (format 3): the
 length-delimited SnapshotItem messages (a store item, then the store's IAVL
@@ -330,7 +344,7 @@ func runImport(ctx context.Context, w, diag io.Writer, file, dir string, height 
 	defer zr.Close()
 	rest := endChecked{zr, br}
 	next, err := compat.RestoreDB(dir, uint64(height), snapshottypes.CurrentFormat,
-		checkedToEnd{protoio.NewDelimitedReader(rest, maxStreamItem), rest}, multitree.Options{InitialStores: stores})
+		checkedToEnd{boundedItems{protoio.NewDelimitedReader(rest, maxStreamItem)}, rest}, multitree.Options{InitialStores: stores})
 	if errors.Is(err, multitree.ErrInvalidOptions) && !errors.Is(err, compat.ErrSnapshotStream) {
 		return usageError{err} // the options come from --stores (not the stream's store names)
 	}
