@@ -151,6 +151,12 @@ func (s *Snapshot) setViews() {
 	s.leaves = s.maps[metaFileIndexLeaves]
 	s.branches = s.maps[metaFileIndexBranch]
 	s.kvs = s.maps[metaFileIndexKVs]
+	if s.kvs == nil {
+		// an empty file, not mapped (format 1 of a single leaf whose key
+		// and value are empty): the key and value read from it are
+		// empty, not nil, which would read as absent
+		s.kvs = []byte{}
+	}
 	s.index = s.maps[metaFileIndexIndex]
 	s.lookup = s.maps[metaFileIndexLookup]
 }
