@@ -85,16 +85,17 @@ func (s *MultiStore) Restore(height uint64, format uint32, protoReader protoio.R
 	} else if name != "" {
 		return snapshottypes.SnapshotItem{}, fmt.Errorf("restore: store %q holds uncommitted writes, its tree must be empty: %w", name, multitree.ErrUncommitted)
 	}
+	// what needs no stream is checked before the database is closed
+	if err := checkRestore(height, format); err != nil {
+		return snapshottypes.SnapshotItem{}, err
+	}
+	// kept if the restore fails (see reloadAfterFailure)
+	volatile := s.volatileStores()
 	// rootmulti's importers restore into its stores' own trees, so a
 	// branch taken before the restore (BaseApp's check state, until the
 	// first Commit after it) reads the restored state: the tree stores of
 	// this load are kept, and the loads below point them at their
 	// database (as for any reload, see keepTrees)
-	// what needs no stream is checked before the database is closed
-	if err := checkRestore(height, format); err != nil {
-		return snapshottypes.SnapshotItem{}, err
-	}
-	volatile := s.volatileStores()
 	defer s.keepTrees()()
 	// until then they read empty trees, as rootmulti's stores do while its
 	// importers run, not those of the database closed below
