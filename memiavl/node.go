@@ -45,6 +45,8 @@ type node struct {
 // value bytes, and callers must not modify them after handing them over.
 func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
+var emptyValue = []byte{}
+
 // strb returns the bytes of a string made by bstr, never nil: an empty key
 // or value is a non-nil empty slice.
 func strb(s string) []byte {

@@ -71,13 +71,8 @@ func (p persisted) lookup(key []byte, h uint64) (uint64, []byte, error) {
 	if !found {
 		return 0, nil, nil
 	}
-	if v == nil {
-		v = emptyValue // a present key with an empty value in an empty data file
-	}
 	return i, v, nil
 }
-
-var emptyValue = []byte{}
 
 func (p persisted) isLeaf(r pref) bool { return r.IsLeaf() }
 
@@ -192,12 +187,6 @@ func (p persisted) searchLeaf(key []byte, lo, hi uint64) uint64 {
 func (p persisted) leafKV(i uint64) ([]byte, []byte) {
 	k, v, err := p.s.LeafKV(i)
 	p.check(err)
-	if k == nil {
-		k = emptyValue
-	}
-	if v == nil {
-		v = emptyValue
-	}
 	return k, v
 }
 
