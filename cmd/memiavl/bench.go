@@ -138,6 +138,7 @@ At its defaults it takes 10-20 seconds on a machine with two cores.`,
   memiavl bench --dir /tmp/bench --sync every-commit --async-buffer 16`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.dir = argPath(o.dir)
 			return runBench(cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}

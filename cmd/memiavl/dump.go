@@ -41,6 +41,7 @@ open finishes it) are printed as warnings.`,
   memiavl dump --json --version 1200 ./memiavl.db`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			argPaths(args)
 			return runDump(cmd.OutOrStdout(), args[0], version, asJSON)
 		},
 	}

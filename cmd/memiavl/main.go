@@ -122,7 +122,10 @@ func newRootCmd() *cobra.Command {
 Exit codes: 0 success, 1 the operation failed (e.g. verify found corruption,
 or a report could not be written to stdout), 2 usage error. Results are printed on
 stdout, diagnostics on stderr; the warnings dump and verify give about the database
-(a torn last log record) are part of their report, on stdout.`,
+(a torn last log record) are part of their report, on stdout.
+
+A path with a ".." in it is taken as the system takes it: link/../x names
+x beside the link's target, not beside the link.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          noArgs,

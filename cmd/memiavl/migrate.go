@@ -59,6 +59,7 @@ import into <dir> removes what it left.`,
 		Example: `  memiavl import-iavl ~/.gaia/data/application.db ~/.gaia/data/memiavl.db`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			argPaths(args)
 			return runImportIAVL(cmd.Context(), cmd.OutOrStdout(), args[0], args[1], o)
 		},
 	}
@@ -238,6 +239,7 @@ example).`,
     memiavl import-memiavl ~/.cronos/data/memiavl.db.ref ~/.cronos/data/memiavl.db`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			argPaths(args)
 			if concurrency < 0 {
 				return usagef("--concurrency must not be negative")
 			}

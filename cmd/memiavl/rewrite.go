@@ -81,6 +81,7 @@ step (verifying, writing) are still printed on stderr.`,
   memiavl rewrite-snapshot --version 1000 --rollback ./memiavl.db`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			argPaths(args)
 			return runRewrite(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
 		},
 	}

@@ -66,6 +66,7 @@ directory.
 		Example: `  memiavl export --height 1200 ./memiavl.db state-1200.bin`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			argPaths(args)
 			return runExport(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], height, force)
 		},
 	}
@@ -236,6 +237,7 @@ checks the stream's checksum, and left out, with a note on stderr.
 		Example: `  memiavl import --height 1200 state-1200.bin ./memiavl.db`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			argPaths(args)
 			return runImport(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], height, stores)
 		},
 	}

@@ -337,3 +337,26 @@ func absDir(dir string) string {
 	}
 	return dir
 }
+
+// argPath returns a path given on the command line as the command uses
+// it: as given, unless one of its elements is "..", in which case it is
+// made absolute with "..", and the symbolic links before it, resolved as
+// the system resolves them (osfile.SystemPath). filepath.Abs, which the
+// checks and the library apply to a path, takes a ".." as text: for
+// link/../name it names a place beside the link, where the system names
+// one beside the link's target. Without a "..", the two agree.
+func argPath(p string) string {
+	for _, e := range strings.Split(filepath.ToSlash(p), "/") {
+		if e == ".." {
+			return osfile.SystemPath(p)
+		}
+	}
+	return p
+}
+
+// argPaths applies argPath to every argument, in place.
+func argPaths(args []string) {
+	for i, a := range args {
+		args[i] = argPath(a)
+	}
+}

@@ -49,6 +49,7 @@ too, with exit code 1.`,
 		Example: `  memiavl verify ~/.gaia/data/memiavl.db`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			argPaths(args)
 			return runVerify(cmd.OutOrStdout(), args[0], asJSON, strict)
 		},
 	}

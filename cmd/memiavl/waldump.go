@@ -63,6 +63,7 @@ an error that says so and which version was printed last.`,
   memiavl wal dump --from 100 --to 110 --pairs ./memiavl.db`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			argPaths(args)
 			return runWALDump(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
 		},
 	}

@@ -74,3 +74,44 @@ func FollowDangling(path string) string {
 	}
 	return RealDir(path)
 }
+
+// SystemPath returns path made absolute with the elements above its last
+// one resolved as the system resolves them when it opens path: symbolic
+// links are followed and a ".." after a link goes up from the link's
+// target, where filepath.Abs would drop the link and the ".." together
+// and name another place. The last element is kept as it is (a link
+// stays a link), unless it is "." or "..", which are resolved with the
+// rest; a trailing separator is kept. Parts that do not exist are taken
+// as written. The result names the file that opening path names, with no
+// ".." in it, so that checks made on it textually (is it inside a
+// database directory?) agree with what the system does with it.
+func SystemPath(path string) string {
+	if path == "" {
+		return path
+	}
+	sep := string(filepath.Separator)
+	p := path
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return path
+		}
+		p = wd + sep + p
+	}
+	trailing := strings.HasSuffix(p, sep)
+	p = strings.TrimRight(p, sep)
+	i := strings.LastIndex(p, sep)
+	if p == "" || i < 0 {
+		return sep // the root
+	}
+	var r string
+	if base := p[i+1:]; base == "." || base == ".." {
+		r = resolveUncleaned(p)
+	} else {
+		r = filepath.Join(resolveUncleaned(p[:i]), base)
+	}
+	if trailing && !strings.HasSuffix(r, sep) {
+		r += sep
+	}
+	return r
+}
