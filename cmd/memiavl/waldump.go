@@ -45,7 +45,8 @@ func newWALDumpCmd() *cobra.Command {
 database directory (its wal/ subdirectory is read) or a log directory.
 
 For each version it prints the store upgrades and, per store, the number of
-sets and deletes; --pairs also prints every pair's key and value in hex.
+sets and deletes; --pairs also prints every pair's key and value in hex
+("" for an empty one).
 Every record read is checksummed: damage is reported with the segment file
 and byte offset, and the command exits 1. A torn tail at the end of the
 newest segment (what a crash in the middle of an append leaves: a last
@@ -313,12 +314,21 @@ func writeWALEntry(w io.Writer, e wal.Entry, pairs bool) {
 		}
 		for _, p := range cs.Pairs {
 			if p.Delete {
-				fmt.Fprintf(w, "    del %x\n", p.Key)
+				fmt.Fprintf(w, "    del %s\n", pairHex(p.Key))
 			} else {
-				fmt.Fprintf(w, "    set %x = %x\n", p.Key, p.Value)
+				fmt.Fprintf(w, "    set %s = %s\n", pairHex(p.Key), pairHex(p.Value))
 			}
 		}
 	}
+}
+
+// pairHex is a key or value of the text dump: its hex, or "" when it is
+// empty (an empty value is a value, unlike a delete's none).
+func pairHex(b []byte) string {
+	if len(b) == 0 {
+		return `""`
+	}
+	return hex.EncodeToString(b)
 }
 
 func writeWALEntryJSON(w io.Writer, e wal.Entry, pairs bool) error {

@@ -36,3 +36,33 @@ func TestWALDumpJSONPairs(t *testing.T) {
 		t.Errorf("wal dump --json --pairs:\n%s\nwant it to hold %s", out, want)
 	}
 }
+
+// TestWALDumpTextEmptyPairs: the text dump shows an empty key or value as
+// "" (printed as nothing, "set  = " read as a malformed line).
+func TestWALDumpTextEmptyPairs(t *testing.T) {
+	dir := makeEmptyDB(t)
+	db, err := multitree.Open(dir, multitree.Options{SnapshotInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.ApplyChangeSets([]wal.ChangeSet{{Name: "bank", Pairs: []wal.KVPair{
+		{Key: []byte{}, Value: []byte("v")},
+		{Key: []byte("d"), Delete: true},
+		{Key: []byte("e"), Value: []byte{}},
+	}}})
+	if err == nil {
+		_, err = db.Commit()
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := mustCLI(t, "wal", "dump", "--pairs", dir)
+	for _, want := range []string{"    set \"\" = 76\n", "    del 64\n", "    set 65 = \"\"\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("wal dump --pairs:\n%s\nwant it to hold %q", out, want)
+		}
+	}
+}
