@@ -1,12 +1,16 @@
 package compat_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	snapshottypes "cosmossdk.io/store/snapshots/types"
+	protoio "github.com/cosmos/gogoproto/io"
 	"github.com/cosmos/gogoproto/proto"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
@@ -83,5 +87,28 @@ func TestRestoreMutatedStreamLabelled(t *testing.T) {
 	}
 	if refused < trials/4 {
 		t.Fatalf("only %d of %d mutated streams were refused", refused, trials)
+	}
+}
+
+// TestRestoreItemOverReaderBound: an item longer than the stream reader's
+// bound (the SDK's reader allows 64e6 bytes; protoio's reader then answers
+// only "short buffer") is refused with an error that says so, wrapping
+// ErrSnapshotStream, and leaves no database behind.
+func TestRestoreItemOverReaderBound(t *testing.T) {
+	r := testutil.Rand(t)
+	src, _ := ssOurs(t, t.TempDir(), ssBlocks(r, ssStores, 3, 10))
+	defer src.Close()
+	items := ssItems(t, ssStream(t, src, 3))
+	// the stores' items, then the length of an item one byte over the
+	// bound: the reader refuses it before reading its body
+	stream := binary.AppendUvarint(ssEncode(t, items[:len(items)/2]), 64e6+1)
+	dir := filepath.Join(t.TempDir(), "db")
+	_, err := compat.RestoreDB(dir, 3, snapshottypes.CurrentFormat,
+		protoio.NewDelimitedReader(bytes.NewReader(stream), 64e6), multitree.Options{})
+	if !errors.Is(err, compat.ErrSnapshotStream) || !strings.Contains(err.Error(), "longer than the stream reader's bound") {
+		t.Fatalf("restore of a stream with an item over the reader's bound: %v; want an ErrSnapshotStream naming the bound", err)
+	}
+	if _, serr := os.Lstat(filepath.Join(dir, "current")); serr == nil {
+		t.Error("the refused restore left a database")
 	}
 }

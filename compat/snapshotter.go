@@ -198,6 +198,10 @@ func checkRestore(height uint64, format uint32) error {
 	return nil
 }
 
+// sdkMaxSnapshotItem is the bound on one item of the SDK's state-sync
+// stream reader (snapshotMaxItemSize in its snapshot manager).
+const sdkMaxSnapshotItem = int(64e6)
+
 // restoreStream feeds the stores of the stream to im and returns the item
 // that ended it (the zero item at the end of the stream) and the names of
 // the stores the stream held. A non-nil only is the set of store names the
@@ -230,6 +234,12 @@ func restoreStream(im *multitree.Importer, r protoio.Reader, only map[string]str
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			// a reader that stops with its context: not the stream's fault
 			return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("compat: reading state-sync snapshot stream item %d: %w", items, err)
+		}
+		if errors.Is(err, io.ErrShortBuffer) {
+			// protoio's delimited reader's answer to an item over its
+			// bound, which alone says nothing of the kind
+			return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d is longer than the stream reader's bound on an item (the SDK's reader allows %d bytes): %w",
+				ErrSnapshotStream, items, sdkMaxSnapshotItem, err)
 		}
 		if err != nil {
 			return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)
