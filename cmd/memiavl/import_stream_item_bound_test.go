@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	snapshottypes "cosmossdk.io/store/snapshots/types"
+
+	"github.com/seed-6dfbb450/memiavl/multitree"
+	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
 // TestCLIImportItemOverSDKBound: an item longer than the SDK's bound for
@@ -47,6 +50,55 @@ func TestCLIImportItemOverSDKBound(t *testing.T) {
 				t.Error("imported a stream whose item the SDK's reader refuses")
 			case !c.ok && !strings.Contains(errs, "longer than 64000000 bytes"):
 				t.Errorf("error does not name the bound: %s", errs)
+			}
+		})
+	}
+}
+
+// TestCLIExportItemOverSDKBound: export refuses a tree whose node would
+// be an item longer than the SDK's bound for one snapshot item (a value of
+// 64e6 bytes), since no node (nor import) restores such a stream, and
+// writes no file; a value that fits is exported and imported back.
+func TestCLIExportItemOverSDKBound(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		size int
+		ok   bool
+	}{
+		{"under the bound", 1 << 20, true},
+		{"over the bound", 64e6, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := makeEmptyDB(t)
+			db, err := multitree.Open(dir, multitree.Options{SnapshotInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.ApplyChangeSets([]wal.ChangeSet{{Name: "bank", Pairs: []wal.KVPair{
+				{Key: []byte("big"), Value: bytes.Repeat([]byte{'v'}, c.size)},
+				{Key: []byte("small"), Value: []byte("v")},
+			}}})
+			if err == nil {
+				_, err = db.Commit()
+			}
+			if cerr := db.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := filepath.Join(t.TempDir(), "s.bin")
+			code, _, errs := cli(t, "export", dir, f)
+			_, serr := os.Stat(f)
+			switch {
+			case c.ok && code != exitOK:
+				t.Fatalf("exit %d: %s", code, errs)
+			case c.ok:
+				mustCLI(t, "import", "--height", "1", f, filepath.Join(t.TempDir(), "db"))
+			case code != exitFailure || !strings.Contains(errs, "the item of key 626967 is") || !strings.Contains(errs, "the SDK's bound"):
+				t.Errorf("exit %d (want %d), stderr: %s", code, exitFailure, errs)
+			case serr == nil:
+				t.Error("the refused export left its file")
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed-6dfbb450/memiavl/compat"
+	"github.com/seed-6dfbb450/memiavl/internal/hexkey"
 	"github.com/seed-6dfbb450/memiavl/multitree"
 )
 
@@ -38,6 +39,24 @@ func (b boundedItems) ReadMsg(msg proto.Message) error {
 		return fmt.Errorf("an item is longer than %d bytes, the SDK's bound for a snapshot item (%w)", maxStreamItem, err)
 	}
 	return err
+}
+
+// boundedWriter writes a stream's items, refusing one longer than
+// maxStreamItem: the SDK's reader (and import) refuse the stream at it, so
+// the export fails there rather than write a file that restores nowhere.
+type boundedWriter struct{ w protoio.Writer }
+
+func (b boundedWriter) WriteMsg(msg proto.Message) error {
+	if m, ok := msg.(interface{ Size() int }); ok {
+		if n := m.Size(); n > maxStreamItem {
+			what := "an item"
+			if it, ok := msg.(*snapshottypes.SnapshotItem); ok && it.GetIAVL() != nil {
+				what = "the item of key " + hexkey.Lower(it.GetIAVL().Key)
+			}
+			return fmt.Errorf("%s is %d bytes, longer than %d, the SDK's bound for a snapshot item: no node restores a stream holding it", what, n, maxStreamItem)
+		}
+	}
+	return b.w.WriteMsg(msg)
 }
 
 const streamFormatHelp = `The file holds the SDK's state-sync snapshot stream (format 3): the
@@ -60,7 +79,9 @@ stream, the same one a node serves to peers. The file is written under a
 temporary name beside it and renamed when complete. An existing <file> is
 refused unless --force is given (which replaces only a regular file, not a
 symbolic link, pipe or device), and so is a <file> inside a database
-directory.
+directory. A tree with a node whose item would be longer than the SDK's
+bound for one stream item (64e6 bytes: a value of about that size), which
+no node restores, fails the export, and no file is left.
 
 ` + streamFormatHelp,
 		Example: `  memiavl export --height 1200 ./memiavl.db state-1200.bin`,
@@ -144,7 +165,7 @@ func runExport(w, diag io.Writer, dir, file string, height int64, force bool) (e
 		return err
 	}
 	counter := &countingWriter{w: zw, ctx: ctx}
-	if err := compat.SnapshotDB(db, uint64(height), protoio.NewDelimitedWriter(counter)); err != nil {
+	if err := compat.SnapshotDB(db, uint64(height), boundedWriter{protoio.NewDelimitedWriter(counter)}); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
