@@ -209,6 +209,9 @@ type state struct {
 // snapshot and prune the old one, and the log before the new one, while
 // the open reads them: it starts again as retryBesideWriter says, and
 // returns ErrBusy if the writer changed the directory under every attempt.
+// It also starts again when an import's swap (ImportOptions.Replace)
+// replaced dir while it read, so that it serves one database, the old or
+// the new, never parts of both.
 func Open(dir string, opts Options) (_ *DB, err error) {
 	defer func() { err = asCorrupt(err) }()
 	if err := checkDirPath(dir); err != nil {
@@ -219,7 +222,9 @@ func Open(dir string, opts Options) (_ *DB, err error) {
 	}
 	// an import interrupted while it swapped in a database leaves it
 	// beside dir until a writable open finishes the swap
-	return retryBesideWriter(dir, func() (*DB, error) { return open(swapSource(dir), opts) })
+	return retryBesideWriter(dir, func() (*DB, error) {
+		return sameDirAcross(swapSource(dir), func(src string) (*DB, error) { return open(src, opts) }, func(db *DB) { _ = db.Close() })
+	})
 }
 
 // checkDirPath refuses an empty directory path, which some calls would

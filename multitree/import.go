@@ -61,7 +61,11 @@ type ImportOptions struct {
 	// interruption between those two renames is finished by the next
 	// writable Open of dir or import into it. dir is replaced as a whole,
 	// files other than the database's included. The existing database
-	// must not be open.
+	// must not be open for writing (its writer's lock refuses the
+	// import); a read-only Open or Verify beside the swap reads one
+	// database or the other, and a read-only DB opened before it keeps
+	// serving the version it opened at (older ones it has not loaded are
+	// then not found: the new database holds none).
 	//
 	// When dir is a mount point (a file system other than its parent's),
 	// no directory beside it can be renamed over it: a database there at

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/seed-6dfbb450/memiavl/snapshot"
@@ -52,7 +53,8 @@ type VerifyReport struct {
 // after it. A check that still fails while the writer changed the
 // directory is run again (retryBesideWriter): a directory that changes
 // under the check is not reported as damaged (ErrBusy if the writer removed
-// files under every attempt). Where an import's swap was interrupted
+// files under every attempt), nor one that an import's swap replaced while
+// it was checked (it checks the new database). Where an import's swap was interrupted
 // between its two renames, it checks the database the next writable open
 // moves to dir (see Options.ReadOnly).
 func Verify(dir string) (_ *VerifyReport, err error) {
@@ -62,7 +64,58 @@ func Verify(dir string) (_ *VerifyReport, err error) {
 	}
 	// an import interrupted while it swapped in a database leaves it
 	// beside dir until a writable open finishes the swap
-	return retryBesideWriter(dir, func() (*VerifyReport, error) { return verifyOnce(swapSource(dir)) })
+	return retryBesideWriter(dir, func() (*VerifyReport, error) {
+		return sameDirAcross(swapSource(dir), verifyOnce, nil)
+	})
+}
+
+// errDirReplaced: the directory a reader read was replaced by another (an
+// import's swap) while it read, so that what it read may come from two
+// databases; retryBesideWriter reads again.
+var errDirReplaced = errors.New("multitree: the directory was replaced while it was read")
+
+// dirIdentity is the device and inode of the directory at a path.
+type dirIdentity struct{ dev, ino uint64 }
+
+func identityOf(path string) (dirIdentity, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return dirIdentity{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return dirIdentity{}, false
+	}
+	return dirIdentity{dev: uint64(st.Dev), ino: st.Ino}, true
+}
+
+// sameDirAcross calls read(dir) and fails it with errDirReplaced (after
+// release of what it returned, if release is set) when the directory at
+// dir is another one afterwards than before: an import's swap exchanges
+// whole directories (see ImportOptions.Replace), and a reader that opens
+// the files of one by path, one after the other, may have read some from
+// each: the current pointer and a snapshot of the old database and the
+// log of the new one, say, whose replay then gives a state neither held,
+// or a snapshot's metadata from one and its trees from the other, which
+// reads as damage. (A directory whose inode number is reused by a second
+// swap within the one read would go unseen.)
+func sameDirAcross[T any](dir string, read func(string) (T, error), release func(T)) (T, error) {
+	before, ok := identityOf(dir)
+	v, err := read(dir)
+	if !ok {
+		return v, err // no directory there to begin with: read said why
+	}
+	if after, ok := identityOf(dir); ok && after == before {
+		return v, err
+	}
+	if err == nil && release != nil {
+		release(v)
+	}
+	var zero T
+	if err != nil {
+		return zero, fmt.Errorf("%w (%s): the read failed: %v", errDirReplaced, dir, err)
+	}
+	return zero, fmt.Errorf("%w (%s)", errDirReplaced, dir)
 }
 
 // pruned reports whether the snapshot of version v is no longer listed
@@ -124,7 +177,9 @@ const besideWriterAttempts = 8
 // damaged. Any other last failure, and any failure when the directory
 // looks the same as before the first call (a rollback file that an
 // interrupted rollback left, with no writer to finish it), is returned as
-// it is.
+// it is. A call that fails with errDirReplaced (an import swapped another
+// database in under it, see sameDirAcross) is made again too, whatever it
+// met, and ErrBusy ends the last attempt.
 func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
 	var first dirState
 	for attempt := 1; ; attempt++ {
@@ -135,6 +190,13 @@ func retryBesideWriter[T any](dir string, try func() (T, error)) (T, error) {
 		v, err := try()
 		if err == nil {
 			return v, nil
+		}
+		if errors.Is(err, errDirReplaced) {
+			// an import swapped another database in under the call
+			if attempt == besideWriterAttempts {
+				return v, fmt.Errorf("%w: %s was replaced under each of %d attempts: %v", ErrBusy, dir, attempt, err)
+			}
+			continue
 		}
 		after := snapshotState(dir)
 		gone := errors.Is(err, fs.ErrNotExist)
