@@ -243,7 +243,14 @@ var compareMetrics = []struct {
 	{"offline rewrite", "s", func(r compareResult) float64 { return r.RewriteSeconds }, true},
 	{"offline rewrite, heap growth", "MiB", func(r compareResult) float64 { return float64(r.RewriteHeap) / (1 << 20) }, true},
 	{"offline rewrite, RSS growth", "MiB", func(r compareResult) float64 { return float64(r.RewriteRSS) / (1 << 20) }, true},
-	{"background rewrite, mean", "s", func(r compareResult) float64 { return mean(r.Rewrites) }, true},
+	{"background rewrite, mean", "s", func(r compareResult) float64 {
+		if len(r.Rewrites) == 0 {
+			// no rewrite completed: the run ranks as the slowest,
+			// and the table shows it (+Inf in the range)
+			return math.Inf(1)
+		}
+		return mean(r.Rewrites)
+	}, true},
 }
 
 // formatComparison prints a row per metric: each side's value, or with
@@ -287,9 +294,9 @@ func formatComparison(ours, ref []compareResult) string {
 }
 
 // median returns the median of xs (the mean of the middle two for an even
-// count), NaN for none.
+// count), NaN for none or when one is NaN (which no order ranks).
 func median(xs []float64) float64 {
-	if len(xs) == 0 {
+	if len(xs) == 0 || slices.ContainsFunc(xs, math.IsNaN) {
 		return math.NaN()
 	}
 	s := slices.Clone(xs)
@@ -714,6 +721,19 @@ func TestFormatComparison(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	// a run with no completed background rewrite ranks as the slowest
+	// (it had ranked as the fastest: a NaN mean, sorted first)
+	rw := func(impl string, rewrites ...float64) compareResult {
+		return compareResult{Impl: impl, UpdatesPerSec: 1, Rewrites: rewrites, AppHash: "h"}
+	}
+	out = formatComparison([]compareResult{rw(implOurs, 0.5), rw(implOurs, 0.6), rw(implOurs)},
+		[]compareResult{rw(implRef, 0.7), rw(implRef, 0.7), rw(implRef, 0.7)})
+	if !strings.Contains(out, "0.6 (0.5-+Inf)") {
+		t.Errorf("a run with no completed rewrite is not the slowest:\n%s", out)
+	}
+	if !math.IsNaN(median([]float64{1, math.NaN(), 2})) {
+		t.Error("median with a NaN is not NaN")
 	}
 	one := formatComparison([]compareResult{res(implOurs, 300, 400)}, []compareResult{res(implRef, 100, 800)})
 	if strings.Contains(one, "range") || !strings.Contains(one, "3.00x") {
