@@ -114,3 +114,32 @@ func TestLastCommitIDBeforeLoadReferenceLayout(t *testing.T) {
 		t.Errorf("load: %v, want ErrReferenceFormat", err)
 	}
 }
+
+// TestCommitBeforeLoadPanics: a Commit before any load panics with an
+// error wrapping ErrNotLoaded (as its documentation says) and writes
+// nothing: the load after it starts from an empty database at version 0.
+func TestCommitBeforeLoadPanics(t *testing.T) {
+	dir := t.TempDir()
+	ms, err := compat.NewMultiStore(dir, log.NewNopLogger(), testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	mountAll(ms, keyring{}, mount{iavl: []string{"bank"}})
+	func() {
+		defer func() {
+			p := recover()
+			err, _ := p.(error)
+			if !errors.Is(err, compat.ErrNotLoaded) {
+				t.Errorf("Commit before the load: panic %v, want an error wrapping ErrNotLoaded", p)
+			}
+		}()
+		ms.Commit()
+	}()
+	if err := ms.LoadLatestVersion(); err != nil {
+		t.Fatalf("load after the refused commit: %v", err)
+	}
+	if id := ms.LastCommitID(); id.Version != 0 {
+		t.Errorf("after the refused commit the database is at %v, want version 0", id)
+	}
+}

@@ -1199,7 +1199,9 @@ func (s *MultiStore) WorkingHash() []byte {
 // stores and publishes the version to queries. A failed background snapshot
 // rewrite does not fail the commit: the block is committed and the error is
 // logged (the database retries at the next interval). Any other error
-// panics, as rootmulti does.
+// panics, as rootmulti does; so does a Commit before any load, with
+// ErrNotLoaded (rootmulti would write a version 1 that its own load then
+// refuses).
 func (s *MultiStore) Commit() types.CommitID {
 	defer s.metrics.MeasureSince("store", "memiavl", "commit")
 	db := s.mustDB()
