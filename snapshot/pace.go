@@ -9,8 +9,9 @@ import (
 // Limiter paces the writes of a Writer (SetLimiter): WaitN blocks until n
 // more bytes may be written, or fails, for instance when ctx is done. A
 // *rate.Limiter of golang.org/x/time/rate is one. WaitN is called with at
-// most Burst() bytes at a time; a Limiter whose Burst is below 1 fails
-// every paced write.
+// most Burst() bytes at a time; for a Burst below 1, with each write's
+// whole length, and the Limiter decides: a *rate.Limiter of finite rate
+// then fails every paced write, one of rate.Inf lets every write through.
 type Limiter interface {
 	WaitN(ctx context.Context, n int) error
 	Burst() int

@@ -113,6 +113,34 @@ func TestWriterLimiter(t *testing.T) {
 	}
 }
 
+// TestWriterLimiterBurstBelowOne: a Limiter whose Burst is below 1 is
+// asked for each write whole, and decides: one that allows it paces every
+// byte of the files (in waits longer than any burst), a rate.Limiter of
+// finite rate and burst 0 fails the writer, one of rate.Inf does not.
+func TestWriterLimiterBurstBelowOne(t *testing.T) {
+	keys, values := sortedKVs(rand.New(rand.NewSource(5)), 3000)
+	parent := t.TempDir()
+	l := &countingLimiter{burst: 0}
+	if err := writePaced(context.Background(), filepath.Join(parent, "zero"), keys, values, l); err != nil {
+		t.Fatalf("a burst-0 limiter that allows every wait: %v", err)
+	}
+	data := 0
+	for name, b := range readDir(t, filepath.Join(parent, "zero")) {
+		if name != FileMeta {
+			data += len(b)
+		}
+	}
+	if l.total != data || l.maxN <= 1 {
+		t.Errorf("a burst-0 limiter let %d bytes through in waits of up to %d bytes; the files hold %d", l.total, l.maxN, data)
+	}
+	if err := writePaced(context.Background(), filepath.Join(parent, "finite"), keys, values, rate.NewLimiter(1<<30, 0)); err == nil {
+		t.Error("a rate.Limiter of finite rate and burst 0 did not fail the write")
+	}
+	if err := writePaced(context.Background(), filepath.Join(parent, "inf"), keys, values, rate.NewLimiter(rate.Inf, 0)); err != nil {
+		t.Errorf("a rate.Limiter of rate.Inf and burst 0: %v", err)
+	}
+}
+
 // TestWriterLimiterFails checks that a failed wait fails the writer with
 // the limiter's error and leaves nothing behind, wherever it happens.
 func TestWriterLimiterFails(t *testing.T) {

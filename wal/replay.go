@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -9,9 +10,9 @@ import (
 
 // Replay calls fn with every entry from version from to version to,
 // inclusive, in order, and stops at the first error fn returns (Replay
-// returns it unchanged). It returns nil at once when from > to, and an
-// error wrapping ErrVersionNotFound when from < FirstVersion or
-// to > LastVersion.
+// returns it unchanged). It returns nil at once when from > to (ErrClosed
+// on a closed log), an error wrapping ErrVersionNotFound when
+// from < FirstVersion or to > LastVersion, and an error for a nil fn.
 //
 // Replay is safe while other goroutines append: it reads only records
 // that are written to their segment files, and in asynchronous mode first
@@ -30,7 +31,16 @@ import (
 // wait for Replay to return. It may call Append and TruncateFront, which
 // keeps the segments this replay reads.
 func (l *Log) Replay(from, to int64, fn func(Entry) error) error {
+	if fn == nil {
+		return errors.New("wal: Replay with a nil fn")
+	}
 	if from > to {
+		l.mu.Lock()
+		closed := l.mu.closed
+		l.mu.Unlock()
+		if closed {
+			return ErrClosed
+		}
 		return nil
 	}
 	l.truncMu.RLock()

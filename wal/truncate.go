@@ -94,7 +94,7 @@ func (l *Log) restoreFront(kept []segment) {
 // sticky error, and the log must be reopened.
 func (l *Log) TruncateBack(version int64) error {
 	if version < 0 {
-		return fmt.Errorf("%w: cannot truncate back to version %d", ErrVersionNotFound, version)
+		return l.refuseArg(fmt.Errorf("%w: cannot truncate back to version %d", ErrVersionNotFound, version))
 	}
 	return l.rewriteTail(func(segs []segment, last int64) (int64, error) {
 		if version > last {
@@ -105,6 +105,19 @@ func (l *Log) TruncateBack(version int64) error {
 		}
 		return version + 1, l.truncateBackLocked(segs, version)
 	})
+}
+
+// refuseArg returns err, the refusal of a call's argument, unless the log
+// is closed, read-only or failed: a closed or failed log answers so
+// whatever the argument (as Append does), a read-only one with
+// ErrReadOnly.
+func (l *Log) refuseArg(err error) error {
+	l.app.Lock()
+	defer l.app.Unlock()
+	if werr := l.checkWritableLocked(); werr != nil {
+		return werr
+	}
+	return err
 }
 
 // rewriteTail runs cut with the log quiesced: no Replay running, every
@@ -247,7 +260,7 @@ func recordEnd(f file, s segment, version int64) (int64, error) {
 // log's end, so that the log resumes right after the snapshot.
 func (l *Log) Reset(next int64) error {
 	if next < 1 {
-		return fmt.Errorf("%w: next version %d", ErrInvalidEntry, next)
+		return l.refuseArg(fmt.Errorf("%w: next version %d", ErrInvalidEntry, next))
 	}
 	return l.rewriteTail(func(segs []segment, _ int64) (int64, error) {
 		return next, l.truncateBackLocked(segs, -1)
