@@ -9,7 +9,6 @@ import (
 
 	snapshottypes "cosmossdk.io/store/snapshots/types"
 
-	"github.com/seed-6dfbb450/memiavl/multitree"
 	"github.com/seed-6dfbb450/memiavl/wal"
 )
 
@@ -70,23 +69,9 @@ func TestCLIExportItemOverSDKBound(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := makeEmptyDB(t)
-			db, err := multitree.Open(dir, multitree.Options{SnapshotInterval: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = db.ApplyChangeSets([]wal.ChangeSet{{Name: "bank", Pairs: []wal.KVPair{
-				{Key: []byte("big"), Value: bytes.Repeat([]byte{'v'}, c.size)},
-				{Key: []byte("small"), Value: []byte("v")},
-			}}})
-			if err == nil {
-				_, err = db.Commit()
-			}
-			if cerr := db.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			commitBankPairs(t, dir,
+				wal.KVPair{Key: []byte("big"), Value: bytes.Repeat([]byte{'v'}, c.size)},
+				wal.KVPair{Key: []byte("small"), Value: []byte("v")})
 			f := filepath.Join(t.TempDir(), "s.bin")
 			code, _, errs := cli(t, "export", dir, f)
 			_, serr := os.Stat(f)
