@@ -78,7 +78,10 @@ type ImportOptions struct {
 	// Check, when set, is called with the commit info of the imported
 	// version once every tree is written, before the database is made
 	// current: an error aborts the import (the caller compares the root
-	// hashes with those it expects, for instance).
+	// hashes with those it expects, for instance), and so does a panic,
+	// which goes on. Check and Finish run inside Importer.Commit, which
+	// holds the importer: they must not call its methods, which would
+	// wait for Commit to return.
 	Check func(info *storetypes.CommitInfo) error
 	// Finish, when set, is a last step of the import: once the imported
 	// version is complete and durable, the database is opened for writing
@@ -87,8 +90,9 @@ type ImportOptions struct {
 	// may commit versions after the imported one; it is then closed
 	// (which makes the log durable, whatever its sync policy). The import
 	// is complete only once Finish has returned nil and the database has
-	// closed without error: a failure of either fails the import, which
-	// leaves what a failed import leaves, and so does a process killed
+	// closed without error: a failure of either (or a panic of Finish,
+	// which goes on) fails the import, which leaves what a failed import
+	// leaves, and so does a process killed
 	// during Finish (the next Open of dir fails with ErrUnfinishedImport
 	// until an import into dir, or RemoveDatabase, removes what it left).
 	// The import still returns the commit info of the imported version.
@@ -721,7 +725,17 @@ func (im *Importer) Commit() (_ *storetypes.CommitInfo, err error) {
 	if im.mu.done {
 		return nil, fmt.Errorf("multitree: importer is finished")
 	}
+	returned := false
+	defer func() {
+		if !returned {
+			// Check or Finish panicked: the import is given up as
+			// after a failure, and the panic goes on; a later call
+			// finds the importer finished
+			im.abortLocked()
+		}
+	}()
 	info, err := im.commitLocked()
+	returned = true
 	if err != nil {
 		im.abortLocked()
 		return nil, err
