@@ -125,7 +125,8 @@ stdout, diagnostics on stderr; the warnings dump and verify give about the datab
 (a torn last log record) are part of their report, on stdout.
 
 A path with a ".." in it is taken as the system takes it: link/../x names
-x beside the link's target, not beside the link.`,
+x beside the link's target, not beside the link (a ".." after a part that
+does not exist is taken as text).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          noArgs,
