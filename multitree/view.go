@@ -76,6 +76,11 @@ func (db *DB) ViewAt(version int64) (view *View, err error) {
 	// each holding the nodes changed since its snapshot.
 	call.slots <- struct{}{}
 	defer func() { <-call.slots }()
+	if db.viewsClosed() {
+		// Close ended while this call waited for a slot: the files are
+		// not to be mapped and replayed after it released them
+		return nil, ErrClosed
+	}
 	st, err := db.loadVersion(version)
 	if err != nil {
 		return nil, err
@@ -179,6 +184,13 @@ func (db *DB) dropViewsLocked(drop func(version int64, st *state) bool) {
 		order = append(order, ver)
 	}
 	db.views.order = order
+}
+
+// viewsClosed reports whether Close has ended the views.
+func (db *DB) viewsClosed() bool {
+	db.views.Lock()
+	defer db.views.Unlock()
+	return db.views.closed
 }
 
 // rebuildCall is a rebuild of a version by ViewAt that other callers of the
