@@ -198,9 +198,10 @@ func checkRestore(height uint64, format uint32) error {
 	return nil
 }
 
-// sdkMaxSnapshotItem is the bound on one item of the SDK's state-sync
-// stream reader (snapshotMaxItemSize in its snapshot manager).
-const sdkMaxSnapshotItem = int(64e6)
+// MaxSnapshotItem is the bound on one item of the SDK's state-sync stream
+// reader (snapshotMaxItemSize in its snapshot manager): a node restores no
+// stream holding a longer one.
+const MaxSnapshotItem = int(64e6)
 
 // restoreStream feeds the stores of the stream to im and returns the item
 // that ended it (the zero item at the end of the stream) and the names of
@@ -239,7 +240,7 @@ func restoreStream(im *multitree.Importer, r protoio.Reader, only map[string]str
 			// protoio's delimited reader's answer to an item over its
 			// bound, which alone says nothing of the kind
 			return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d is longer than the stream reader's bound on an item (the SDK's reader allows %d bytes): %w",
-				ErrSnapshotStream, items, sdkMaxSnapshotItem, err)
+				ErrSnapshotStream, items, MaxSnapshotItem, err)
 		}
 		if err != nil {
 			return snapshottypes.SnapshotItem{}, nil, fmt.Errorf("%w: item %d: %w", ErrSnapshotStream, items, err)

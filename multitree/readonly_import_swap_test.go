@@ -127,6 +127,8 @@ func TestReadOnlyOpenAcrossImportSwap(t *testing.T) {
 	}
 }
 
+// swapMakeStores creates a database in dir with the stores committed at
+// versions 1..n (each store's k = value@version), no snapshot but 0.
 func swapMakeStores(t *testing.T, dir, value string, stores []string, n int64) {
 	t.Helper()
 	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: stores, SnapshotInterval: -1})

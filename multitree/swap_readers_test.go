@@ -2,34 +2,12 @@ package multitree
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/seed-6dfbb450/memiavl/internal/osfile"
 )
-
-// swrMakeDB creates a database in dir with store "s" committed at
-// versions 1..n (s/k = value@version), no snapshot but 0.
-func swrMakeDB(t *testing.T, dir, value string, n int64) {
-	t.Helper()
-	db, err := Open(dir, Options{CreateIfMissing: true, InitialStores: []string{"s"}, SnapshotInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for v := int64(1); v <= n; v++ {
-		if err := db.Set("s", []byte("k"), []byte(fmt.Sprintf("%s@%d", value, v))); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestReaderRacesSwapFirstRename: a read-only Open (and Verify) that began
 // while dir held the old database, and during which an import's swap made
@@ -40,8 +18,8 @@ func TestReaderRacesSwapFirstRename(t *testing.T) {
 	for _, which := range []string{"Open", "Verify"} {
 		t.Run(which, func(t *testing.T) {
 			dir := osfile.RealDir(filepath.Join(t.TempDir(), "db"))
-			swrMakeDB(t, dir, "old", 5)
-			swrMakeDB(t, besidePath(dir, stagingSuffix), "new", 5)
+			swapMakeStores(t, dir, "old", []string{"s"}, 5)
+			swapMakeStores(t, besidePath(dir, stagingSuffix), "new", []string{"s"}, 5)
 			moved := false
 			afterReadCurrent = func(d string, _ int64) {
 				if d == dir && !moved {
@@ -89,8 +67,8 @@ func TestReaderRacesSwapFirstRename(t *testing.T) {
 // opened on dir then serves it.
 func TestReaderOutlivesSwap(t *testing.T) {
 	dir := osfile.RealDir(filepath.Join(t.TempDir(), "db"))
-	swrMakeDB(t, besidePath(dir, replacedSuffix), "old", 5)
-	swrMakeDB(t, besidePath(dir, stagingSuffix), "new", 5)
+	swapMakeStores(t, besidePath(dir, replacedSuffix), "old", []string{"s"}, 5)
+	swapMakeStores(t, besidePath(dir, stagingSuffix), "new", []string{"s"}, 5)
 	ro, err := Open(dir, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

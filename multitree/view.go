@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	storetypes "cosmossdk.io/store/types"
@@ -470,15 +469,11 @@ type snapshotID struct {
 }
 
 func (db *DB) snapshotIDOf(version int64) (snapshotID, bool) {
-	fi, err := os.Stat(filepath.Join(db.dir, snapshotDirName(version)))
-	if err != nil {
-		return snapshotID{}, false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	id, ok := identityOf(filepath.Join(db.dir, snapshotDirName(version)))
 	if !ok {
 		return snapshotID{}, false
 	}
-	return snapshotID{version: version, ino: st.Ino}, true
+	return snapshotID{version: version, ino: id.ino}, true
 }
 
 // snapshotCheck is the check of one snapshot's checksums: done is closed

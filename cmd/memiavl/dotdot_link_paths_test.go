@@ -14,15 +14,7 @@ import (
 // on the path cleaned as text (which drops the link with the "..") let
 // it through, and --force replaced the database's own current file.
 func TestCLIExportThroughLinkDotDot(t *testing.T) {
-	root := t.TempDir()
-	db := filepath.Join(root, "memiavl.db")
-	makeDB(t, db, 0.01, 5, 3)
-	// a link to the database's log directory (the help of import-iavl
-	// and enclosingDatabase mention a log directory linked to another disk)
-	link := filepath.Join(root, "wal-link")
-	if err := os.Symlink(filepath.Join(db, walDirName), link); err != nil {
-		t.Fatal(err)
-	}
+	db, link := dbWithLogLink(t)
 	current, err := os.ReadFile(filepath.Join(db, currentName))
 	if err != nil {
 		t.Fatal(err)
@@ -89,16 +81,26 @@ func TestCLIImportSourceThroughLinkDotDot(t *testing.T) {
 // the system: verify and dump read the database there (a path cleaned as
 // text named the directory holding the link, which holds no database).
 func TestCLIDotDotAfterLinkNamesTheTarget(t *testing.T) {
-	root := t.TempDir()
-	db := filepath.Join(root, "memiavl.db")
-	makeDB(t, db, 0.01, 5, 3)
-	link := filepath.Join(root, "wal-link")
-	if err := os.Symlink(filepath.Join(db, walDirName), link); err != nil {
-		t.Fatal(err)
-	}
+	_, link := dbWithLogLink(t)
 	for _, args := range [][]string{{"verify", link + "/.."}, {"dump", link + "/.."}, {"wal", "dump", link + "/../wal"}} {
 		if code, out, errs := cli(t, args...); code != exitOK {
 			t.Errorf("%v: exit %d, want %d\nstdout: %s\nstderr: %s", args, code, exitOK, out, errs)
 		}
 	}
+}
+
+// dbWithLogLink makes a database in a temporary directory and a link
+// beside it to its log directory (the help of import-iavl and
+// enclosingDatabase mention a log directory linked to another disk); it
+// returns the database's path and the link's.
+func dbWithLogLink(t *testing.T) (db, link string) {
+	t.Helper()
+	root := t.TempDir()
+	db = filepath.Join(root, "memiavl.db")
+	makeDB(t, db, 0.01, 5, 3)
+	link = filepath.Join(root, "wal-link")
+	if err := os.Symlink(filepath.Join(db, walDirName), link); err != nil {
+		t.Fatal(err)
+	}
+	return db, link
 }

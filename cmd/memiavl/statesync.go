@@ -24,9 +24,9 @@ import (
 )
 
 // maxStreamItem bounds one message of a state-sync stream, as the SDK's
-// snapshot stream reader does (64e6 bytes): a node does not restore a
-// stream holding a longer one either.
-const maxStreamItem = int(64e6)
+// snapshot stream reader does: a node does not restore a stream holding a
+// longer one either.
+const maxStreamItem = compat.MaxSnapshotItem
 
 // boundedItems reads a stream's items with protoio's delimited reader
 // bounded by maxStreamItem, whose error for a longer item ("short buffer")
